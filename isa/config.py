@@ -1,0 +1,136 @@
+"""The hardware configuration: the one object that sizes the NPU.
+
+The hardware generator (hw/), the ISA simulator (sim/) and the compiler (compiler/) all take
+an :class:`NpuConfig`; a compiled program records the configuration it was compiled for, and
+running it on a differently configured machine is refused.
+
+Memories are measured in *rows*; every scratchpad row is one or more external-bus words:
+
+* ASRAM (activations): rows of ``array_rows`` int8 lanes (one bus word).
+* WSRAM (weights): rows of ``array_cols`` int8 lanes; a weight tile is ``array_rows`` rows.
+* ACC (accumulators): rows of ``array_cols`` int32 lanes.
+* PSRAM (per-channel parameters: bias, multiplier, shift): rows of ``array_cols`` int32 lanes.
+* IMEM (instructions): rows of one instruction.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, fields
+
+KIB = 1024
+
+
+@dataclass(frozen=True)
+class NpuConfig:
+    """Sizes of one NPU instance.  The default is the reference 16x16 design.
+
+    Parameters
+    ----------
+    array_rows : int
+        Rows of the systolic array: the reduction (input-channel) dimension of one tile.
+    array_cols : int
+        Columns of the systolic array: output channels computed at once; also the number of
+        vector-unit lanes.
+    bus_bytes : int
+        Width of the external memory bus in bytes (one DMA word per cycle).
+    asram_rows, wsram_rows, acc_rows, psram_rows, imem_rows : int
+        Depth of each on-chip memory in rows (see the module docstring for row widths).
+    ext_addr_bits : int
+        Width of external byte addresses.
+    ext_mem_bytes : int
+        Size of the external memory that DMA may touch; an access outside ``[0, ext_mem_bytes)``
+        is an error.
+    mem_latency : int
+        Cycles from a read request on the external bus to its data (the simulation memory model
+        is fully pipelined with this fixed latency).
+    """
+
+    array_rows: int = 16
+    array_cols: int = 16
+    bus_bytes: int = 16
+    asram_rows: int = 12288   # 192 KiB
+    wsram_rows: int = 8192    # 128 KiB
+    acc_rows: int = 1024      # 64 KiB
+    psram_rows: int = 256     # 16 KiB
+    imem_rows: int = 2048     # 64 KiB of 256-bit instructions
+    ext_addr_bits: int = 32
+    ext_mem_bytes: int = 64 * 1024 * KIB
+    mem_latency: int = 4
+
+    def __post_init__(self):
+        for f in fields(self):
+            value = getattr(self, f.name)
+            if not isinstance(value, int) or value <= 0:
+                raise ValueError(f"NpuConfig.{f.name} must be a positive integer, not {value!r}")
+        if self.array_rows != self.bus_bytes or self.array_cols != self.bus_bytes:
+            # One ASRAM/WSRAM row is one bus word: DMA moves rows at full bandwidth.
+            raise ValueError("this NPU generation needs array_rows == array_cols == bus_bytes")
+        if self.bus_bytes & (self.bus_bytes - 1):
+            raise ValueError("bus_bytes must be a power of two")
+        if self.ext_mem_bytes > (1 << self.ext_addr_bits):
+            raise ValueError("ext_mem_bytes exceeds the external address space")
+        if self.ext_mem_bytes % self.bus_bytes:
+            raise ValueError("ext_mem_bytes must be a whole number of bus words")
+
+    # Row widths in bytes.
+    @property
+    def asram_row_bytes(self) -> int:
+        return self.array_rows
+
+    @property
+    def wsram_row_bytes(self) -> int:
+        return self.array_cols
+
+    @property
+    def acc_row_bytes(self) -> int:
+        return 4 * self.array_cols
+
+    @property
+    def psram_row_bytes(self) -> int:
+        return 4 * self.array_cols
+
+    @property
+    def words_per_wide_row(self) -> int:
+        """Bus words in one ACC or PSRAM row."""
+        return self.acc_row_bytes // self.bus_bytes
+
+    @property
+    def macs_per_cycle(self) -> int:
+        return self.array_rows * self.array_cols
+
+    @property
+    def sram_bytes(self) -> dict[str, int]:
+        """On-chip memory sizes in bytes, by memory (instruction memory included)."""
+        from isa.instructions import INSTR_BYTES
+
+        return {
+            "asram": self.asram_rows * self.asram_row_bytes,
+            "wsram": self.wsram_rows * self.wsram_row_bytes,
+            "acc": self.acc_rows * self.acc_row_bytes,
+            "psram": self.psram_rows * self.psram_row_bytes,
+            "imem": self.imem_rows * INSTR_BYTES,
+        }
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict) -> "NpuConfig":
+        known = {f.name for f in fields(cls)}
+        unknown = set(data) - known
+        if unknown:
+            raise ValueError(f"unknown NpuConfig fields: {sorted(unknown)}")
+        return cls(**data)
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), sort_keys=True)
+
+
+DEFAULT_CONFIG = NpuConfig()
+
+# A small configuration for fast RTL tests: same architecture, small memories.
+SMALL_CONFIG = NpuConfig(
+    array_rows=4, array_cols=4, bus_bytes=4,
+    asram_rows=1024, wsram_rows=512, acc_rows=256, psram_rows=32, imem_rows=256,
+    ext_mem_bytes=256 * KIB,
+)
