@@ -1,0 +1,36 @@
+# tosa-npu: the commands the README promises.
+#   make setup                 create .venv and install everything (pip only)
+#   make test                  the whole test suite (what CI runs)
+#   make sim MODEL=alexnet     run a model end to end on the RTL, bit-exact against the reference
+#   make bench                 benchmarks (speed and cycle figures)
+#   make docs                  regenerate generated documentation and headers
+
+VENV    ?= .venv
+PYTHON  ?= $(VENV)/bin/python
+MODEL   ?= slice
+BACKEND ?= rtl
+
+.PHONY: setup test test-fast sim bench docs clean
+
+setup:
+	python3 -m venv $(VENV)
+	$(PYTHON) -m pip install --upgrade pip
+	$(PYTHON) -m pip install -e '.[dev]'
+
+test:
+	$(PYTHON) -m pytest
+
+test-fast:
+	$(PYTHON) -m pytest -m "not rtl"
+
+sim:
+	$(PYTHON) -m npu.demo $(MODEL) --backend $(BACKEND)
+
+bench:
+	$(PYTHON) -m bench
+
+docs:
+	$(PYTHON) -m isa.generate
+
+clean:
+	rm -rf build sim_build .pytest_cache

@@ -1,0 +1,93 @@
+"""Loading models and running them on the three backends (ref, isa, rtl).
+
+A *model* is either a graph (any supported model file, lowered to the TOSA IR) or a compiled
+program image.  The reference backend needs the graph; the ISA simulator and the RTL need a
+program and compile the graph first when given one.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from isa.config import NpuConfig
+from isa.program import Program, ProgramFormatError, is_program_file
+from tosa_ir import Graph
+from tosa_ir.errors import InvalidInput
+
+
+@dataclass
+class Model:
+    source: str
+    graph: Graph | None = None
+    program: Program | None = None
+
+    @property
+    def input_names(self) -> list[str]:
+        if self.graph is not None:
+            return list(self.graph.main.inputs)
+        return [b.name for b in self.program.inputs]
+
+
+def load_model(path: str) -> Model:
+    """Read a model file or program image, detecting the format from the file."""
+    p = Path(path)
+    try:
+        head = p.open("rb").read(16)
+    except OSError as e:
+        raise InvalidInput(f"{path}: cannot read: {e.strerror}") from None
+    if is_program_file(head):
+        try:
+            return Model(path, program=Program.load(p))
+        except ProgramFormatError as e:
+            raise InvalidInput(str(e)) from None
+    from compiler.frontends import load_graph
+
+    return Model(path, graph=load_graph(p))
+
+
+def compile_model(model: Model, config: NpuConfig) -> Program:
+    if model.program is not None:
+        return model.program
+    from compiler.driver import compile_graph
+
+    return compile_graph(model.graph, config)
+
+
+def run(model: Model, inputs: dict[str, np.ndarray], backend: str, config: NpuConfig,
+        waves: str | None = None) -> tuple[dict[str, np.ndarray], dict | None]:
+    """Run ``model`` on ``backend``; returns (outputs by name, cycle statistics or None)."""
+    if backend == "ref":
+        if model.graph is None:
+            raise InvalidInput(f"{model.source}: the ref backend runs models, not compiled programs; "
+                               "give it the model file")
+        from sim.reference import run_graph
+
+        return run_graph(model.graph, inputs), None
+    program = compile_model(model, config)
+    _check_inputs(program, inputs, model.source)
+    if backend == "isa":
+        from sim.isa_sim import IsaSim
+
+        result = IsaSim(program.config).run(program, program.memory_image(inputs))
+    elif backend == "rtl":
+        from hw.simulation import run_program
+
+        result = run_program(program, program.memory_image(inputs), waves=waves)
+    else:
+        raise ValueError(f"unknown backend {backend!r}")
+    if result.error_code:
+        raise InvalidInput(f"{model.source}: the NPU stopped with error {result.error_code.name} "
+                           f"at instruction {result.error_pc}")
+    return program.read_outputs(result.memory), {"cycles": result.cycles, "busy": dict(result.busy)}
+
+
+def _check_inputs(program: Program, inputs: dict[str, np.ndarray], source: str) -> None:
+    for b in program.inputs:
+        array = inputs[b.name]
+        if tuple(array.shape) != tuple(b.shape):
+            raise InvalidInput(f"{source}: input {b.name!r} has shape {tuple(array.shape)}, "
+                               f"the model expects {tuple(b.shape)}")
+        if array.dtype != np.dtype(b.dtype):
+            raise InvalidInput(f"{source}: input {b.name!r} has type {array.dtype}, the model expects {b.dtype}")

@@ -1,0 +1,157 @@
+"""The `npu` command line: one entry point for every user-facing flow.
+
+Exit codes: 0 success, 2 invalid input (unreadable/malformed file, illegal graph), 3 well-formed
+but unsupported input.  User errors print one line to stderr, never a traceback.
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+from tosa_ir.errors import InvalidInput, NpuError
+
+BACKENDS = ("ref", "isa", "rtl")
+
+
+def _add_config_arg(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--config", default="default", metavar="NAME|FILE.json",
+                   help="hardware configuration: 'default' (16x16), 'small' (4x4) or a JSON file "
+                        "of NpuConfig fields (default: %(default)s)")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="npu", description="tosa-npu: run, compile and simulate neural networks on an open NPU.")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+
+    run = sub.add_parser("run", help="run a model or compiled program on a backend",
+                         description="Run MODEL (a model file or a compiled program) and save its outputs. "
+                                     "Backends: ref (TOSA reference interpreter, the golden answer), "
+                                     "isa (ISA simulator of the NPU), rtl (the RTL under Verilator).")
+    run.add_argument("model", metavar="MODEL", help="model file (.tosa, ...) or compiled program (.npuprog)")
+    run.add_argument("--backend", choices=BACKENDS, default="ref", help="where to run (default: %(default)s)")
+    run.add_argument("--inputs", metavar="IN.npz", required=True,
+                     help="inputs keyed by graph input name (one array under any key for a single-input graph)")
+    run.add_argument("--output", metavar="OUT.npz", required=True, help="where to save outputs, keyed by output name")
+    run.add_argument("--waves", metavar="FILE.fst", help="rtl backend: dump an FST waveform")
+    _add_config_arg(run)
+
+    comp = sub.add_parser("compile", help="compile a model to an NPU program image",
+                          description="Compile MODEL to a program image for the NPU.")
+    comp.add_argument("model", metavar="MODEL", help="model file (.tosa, ...)")
+    comp.add_argument("-o", "--output", metavar="PROGRAM", required=True, help="program image to write (.npuprog)")
+    comp.add_argument("--asm", metavar="FILE.s", help="also write the program's disassembly")
+    _add_config_arg(comp)
+    return parser
+
+
+def _load_config(spec: str):
+    from isa.config import DEFAULT_CONFIG, SMALL_CONFIG, NpuConfig
+
+    if spec == "default":
+        return DEFAULT_CONFIG
+    if spec == "small":
+        return SMALL_CONFIG
+    import json
+
+    try:
+        return NpuConfig.from_dict(json.loads(Path(spec).read_text()))
+    except OSError as e:
+        raise InvalidInput(f"{spec}: cannot read configuration: {e.strerror}") from None
+    except (ValueError, TypeError) as e:
+        raise InvalidInput(f"{spec}: bad configuration: {e}") from None
+
+
+def _load_inputs(path: str) -> dict[str, np.ndarray]:
+    try:
+        with np.load(path, allow_pickle=False) as data:
+            return {k: data[k] for k in data.files}
+    except OSError as e:
+        raise InvalidInput(f"{path}: cannot read inputs: {e}") from None
+    except (ValueError, EOFError) as e:
+        raise InvalidInput(f"{path}: not a valid .npz file: {e}") from None
+
+
+def _bind_inputs(given: dict[str, np.ndarray], expected: list[str], source: str) -> dict[str, np.ndarray]:
+    """Match IN.npz keys to input names; a single array binds to a single input whatever its key."""
+    if len(expected) == 1 and len(given) == 1:
+        return {expected[0]: next(iter(given.values()))}
+    missing = [n for n in expected if n not in given]
+    if missing:
+        raise InvalidInput(f"{source}: missing input(s) {', '.join(missing)}; the model's inputs are "
+                           f"{', '.join(expected)}")
+    return {n: given[n] for n in expected}
+
+
+def _print_summary(backend: str, inputs: dict, outputs: dict, seconds: float, stats: dict | None) -> None:
+    def shapes(d):
+        return ", ".join(f"{k} {tuple(v.shape)} {v.dtype}" for k, v in d.items())
+
+    print(f"backend: {backend}")
+    print(f"inputs:  {shapes(inputs)}")
+    print(f"outputs: {shapes(outputs)}")
+    print(f"time:    {seconds:.3f} s")
+    if stats:
+        print(f"cycles:  {stats['cycles']}")
+        for unit, busy in stats.get("busy", {}).items():
+            share = 100.0 * busy / stats["cycles"] if stats["cycles"] else 0.0
+            print(f"  {unit} busy {busy} cycles ({share:.1f}%)")
+
+
+def cmd_run(args) -> int:
+    from npu import backends
+
+    config = _load_config(args.config)
+    model = backends.load_model(args.model)
+    given = _load_inputs(args.inputs)
+    inputs = _bind_inputs(given, model.input_names, args.inputs)
+    start = time.perf_counter()
+    outputs, stats = backends.run(model, inputs, args.backend, config=config, waves=args.waves)
+    seconds = time.perf_counter() - start
+    np.savez(args.output, **outputs)
+    _print_summary(args.backend, inputs, outputs, seconds, stats)
+    return 0
+
+
+def cmd_compile(args) -> int:
+    from npu import backends
+
+    config = _load_config(args.config)
+    model = backends.load_model(args.model)
+    program = backends.compile_model(model, config)
+    program.save(args.output)
+    if args.asm:
+        from isa.asm import disassemble
+
+        Path(args.asm).write_text(disassemble(program.instructions))
+    print(f"wrote {args.output}: {len(program.instructions)} instructions, "
+          f"{program.memory_extent()} bytes of external memory, for a "
+          f"{config.array_rows}x{config.array_cols} NPU")
+    return 0
+
+
+COMMANDS = {"run": cmd_run, "compile": cmd_compile}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not args.command:
+        parser.print_help()
+        return 2
+    try:
+        return COMMANDS[args.command](args)
+    except NpuError as e:
+        print(f"npu {args.command}: error: {e}", file=sys.stderr)
+        return e.exit_code
+    except KeyboardInterrupt:
+        print(f"npu {args.command}: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())
