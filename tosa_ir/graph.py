@@ -72,7 +72,7 @@ class Tensor:
     ``shape`` may contain -1 for dimensions unknown until run time (shape inference fills
     them).  ``data``, when present, is a numpy array of ``numpy_dtype(dtype)`` and of
     exactly ``shape``.  ``variable`` marks TOSA variable tensors (VARIABLE op / 1.0
-    ``variable`` flag).
+    ``variable`` flag); ``variable_name`` is the .tosa file's name for the variable.
     """
 
     name: str
@@ -80,6 +80,7 @@ class Tensor:
     dtype: str
     data: np.ndarray | None = None
     variable: bool = False
+    variable_name: str = ""
 
     def __post_init__(self):
         self.shape = tuple(int(d) for d in self.shape)
