@@ -1,0 +1,51 @@
+"""The ACT instruction's scaling step: TOSA apply_scale_32/16, extended to every input.
+
+The ACT doc (isa/instructions.py) defines, for every lane value ``v`` (int32), multiplier
+``m`` (int32, or int16 in 16-bit mode) and shift ``sh`` (0..63)::
+
+    rnd = sh > 0 ? 1 << (sh-1) : 0
+    if double_round and scale32 and sh > 31: rnd += v >= 0 ? 1<<30 : -(1<<30)
+    s = int32((int64(v)*m + rnd) >> sh)
+
+This is the spec's apply_scale_32/16 with the REQUIREs dropped.  The scaling is therefore
+computed by the project's one implementation of those functions, sim/tosa_helpers.py, in
+its documented unchecked mode (a ``require`` that does not raise): for ``2 <= sh <= 62``
+its formula is the doc's, whether or not the spec's REQUIREs on multiplier sign and value
+range hold (outside them the spec says "unpredictable", the hardware still computes the
+formula, and ``int32()`` keeps the low 32 bits).  Only shifts the spec never allows
+(0, 1 and 63, where the helper clamps the shift) are evaluated here from the doc.
+
+Everything is exact in int64: ``|v*m| <= 2**62`` and ``|rnd| <= 2**62 + 2**30``.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from sim.tosa_helpers import apply_scale_16, apply_scale_32
+
+
+def _unchecked(cond, text: str) -> None:
+    """A ``require`` that accepts everything: the ACT result is defined beyond the spec's."""
+
+
+def rescale(value: np.ndarray, mul: np.ndarray, shift: np.ndarray, scale32: bool,
+            double_round: bool) -> np.ndarray:
+    """``s`` of the ACT doc for int32 ``value`` of shape (rows, lanes).
+
+    ``mul`` (int32 for ``scale32``, else int16) and ``shift`` (0..63) are per lane, shape
+    (lanes,).  ``double_round`` only matters with ``scale32``.  Returns int32.
+    """
+    if scale32:
+        wide = apply_scale_32(value, mul, shift, bool(double_round), require=_unchecked)
+    else:
+        wide = apply_scale_16(value, mul, shift, require=_unchecked)
+    odd = (shift < 2) | (shift > 62)
+    if odd.any():
+        v = value.astype(np.int64)
+        sh = np.broadcast_to(shift, v.shape)
+        rnd = np.where(sh > 0, np.left_shift(np.int64(1), np.maximum(sh, 1) - 1), 0)
+        if scale32 and double_round:
+            rnd = rnd + np.where(sh > 31, np.where(v >= 0, 1 << 30, -(1 << 30)), 0)
+        doc = np.right_shift(v * mul.astype(np.int64) + rnd, sh)
+        wide = np.where(odd, doc, wide)
+    return wide.astype(np.int32)      # int32(): two's complement truncation
