@@ -16,6 +16,22 @@ starts with the common header:
 Fields follow the header in the order listed, packed from bit 9 upward with no gaps.  Unused
 high bits must be zero.  Semantics are written in ``doc`` as executable-looking pseudocode
 that the ISA simulator (sim/isa_sim.py) implements and the RTL must match bit for bit.
+
+Execution: instructions issue in program order.  An instruction issues when its unit can
+take it and every unit in ``wait`` is idle; a unit executes its own instructions in order
+and each sees the complete effect of the previous one (consecutive MATMULs may overlap
+inside the MXU pipeline, ACC updates included).  Result: the machine state is that of
+executing the program sequentially, provided the wait masks order every pair of
+instructions of different units that touch the same scratchpad row.
+
+Errors depend only on an instruction's fields.  A failing instruction does nothing and
+stops the NPU once the instructions before it have completed; nothing after it issues.
+Within one instruction the first applicable error in the order ILLEGAL_INSTRUCTION,
+DMA_MISALIGNED, DMA_OUT_OF_RANGE, SRAM_OVERFLOW is reported.  Address arithmetic is exact
+(never modulo a field width).  Only rows actually touched are checked: a DMA moving zero
+words, a MATMUL with ``n0*n1 == 0`` or an ACT with ``count == 0`` touches no data rows
+(nothing happens), but the MATMUL weight tile and the three ACT parameter rows are always
+checked.
 """
 from __future__ import annotations
 
@@ -215,6 +231,8 @@ scaling repeats one value):
       s = int32((int64(v)*m + rnd) >> sh)                                 (64-bit, wrapping)
       ASRAM[dst_addr + r] lane n = int8(clamp(s + out_zp, clamp_min, clamp_max))
 
+``s + out_zp`` is exact (no wrapping), ``clamp(x, lo, hi) = min(max(x, lo), hi)`` (TOSA
+apply_clip order), and int8() keeps the low 8 bits.
 This is apply_scale_32/16 of the TOSA spec (sim/tosa_helpers.py) for every value the spec
 allows; outside its REQUIRE range the result is still defined as above.  Errors:
 SRAM_OVERFLOW for rows past the end of ACC, ASRAM or PSRAM."""),
