@@ -1,0 +1,5 @@
+import sys
+
+from npu.cli import main
+
+sys.exit(main())

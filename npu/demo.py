@@ -1,0 +1,92 @@
+"""`make sim MODEL=name`: run a bundled model end to end and check the backends agree.
+
+    python -m npu.demo slice --backend rtl
+
+Runs the model on the reference interpreter (the golden answer), compiles it, runs the program
+on the ISA simulator and, with ``--backend rtl``, on the RTL; then reports a bit-exact comparison,
+cycles and MAC-array utilisation.  Bundled models live in models/<name>/ with a model file and
+input.npz.
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+from tosa_ir.errors import NpuError, Unsupported
+
+MODELS_DIR = Path(__file__).resolve().parent.parent / "models"
+MODEL_SUFFIXES = (".tosa", ".nnef", ".tgz", ".circle", ".tflite", ".xml")
+
+
+def find_model(name: str) -> tuple[Path, Path]:
+    folder = MODELS_DIR / name
+    if not folder.is_dir():
+        known = sorted(p.name for p in MODELS_DIR.iterdir() if p.is_dir()) if MODELS_DIR.is_dir() else []
+        if name == "alexnet":
+            raise Unsupported("model 'alexnet' is not bundled yet: it needs the NNEF frontend (AlexNet "
+                              "from the NNEF spec's Appendix B) and the full compiler; bundled models: "
+                              + ", ".join(known))
+        raise Unsupported(f"no bundled model {name!r}; bundled models: {', '.join(known)}")
+    files = [p for p in sorted(folder.iterdir()) if p.suffix in MODEL_SUFFIXES or p.name == "graph.nnef"]
+    if not files:
+        raise Unsupported(f"{folder}: no model file")
+    return files[0], folder / "input.npz"
+
+
+def _compare(name: str, got: dict, want: dict) -> bool:
+    ok = True
+    for key, ref in want.items():
+        out = got[key]
+        same = out.shape == ref.shape and np.array_equal(out, ref)
+        diff = "" if same else f" ({int(np.count_nonzero(out != ref))} of {ref.size} elements differ)"
+        print(f"  {name:4s} {key}: {'bit-exact' if same else 'MISMATCH'}{diff}")
+        ok &= same
+    return ok
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("model", help="bundled model name (a folder of models/)")
+    parser.add_argument("--backend", choices=("isa", "rtl"), default="rtl",
+                        help="the furthest backend to run (default: %(default)s)")
+    args = parser.parse_args(argv)
+    from npu import backends
+    from isa.config import DEFAULT_CONFIG
+
+    try:
+        model_path, input_path = find_model(args.model)
+        model = backends.load_model(str(model_path))
+        with np.load(input_path) as data:
+            inputs = {k: data[k] for k in data.files}
+        inputs = {n: inputs[n] if n in inputs else next(iter(inputs.values())) for n in model.input_names}
+        print(f"model {args.model}: {model_path.relative_to(MODELS_DIR.parent)}")
+        t = time.perf_counter()
+        golden, _ = backends.run(model, inputs, "ref", DEFAULT_CONFIG)
+        print(f"reference interpreter: {time.perf_counter() - t:.2f} s")
+        t = time.perf_counter()
+        program = backends.compile_model(model, DEFAULT_CONFIG)
+        print(f"compiled: {len(program.instructions)} instructions in {time.perf_counter() - t:.2f} s")
+        compiled = backends.Model(model.source, program=program)
+        ok = True
+        for backend in ("isa", "rtl") if args.backend == "rtl" else ("isa",):
+            t = time.perf_counter()
+            outputs, stats = backends.run(compiled, inputs, backend, DEFAULT_CONFIG)
+            seconds = time.perf_counter() - t
+            macs = program.info.get("macs", 0)
+            cycles = stats["cycles"]
+            util = 100.0 * macs / (cycles * program.config.macs_per_cycle) if cycles and macs else 0.0
+            print(f"{backend}: {cycles} cycles, MAC utilisation {util:.1f}% ({macs} MACs), {seconds:.2f} s")
+            ok &= _compare(backend, outputs, golden)
+        print("RESULT: " + ("bit-exact match on every backend" if ok else "MISMATCH"))
+        return 0 if ok else 1
+    except NpuError as e:
+        print(f"make sim: error: {e}", file=sys.stderr)
+        return e.exit_code
+
+
+if __name__ == "__main__":
+    sys.exit(main())

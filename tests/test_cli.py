@@ -1,0 +1,107 @@
+"""The `npu` command line as a user runs it: outputs, exit codes, one-line errors."""
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+SLICE = ROOT / "models" / "slice"
+MODEL = SLICE / "conv_rescale_clamp.tosa"
+
+
+def npu(*args, cwd=None):
+    proc = subprocess.run([sys.executable, "-m", "npu", *map(str, args)], capture_output=True, text=True,
+                          cwd=cwd, timeout=300)
+    return proc.returncode, proc.stdout, proc.stderr
+
+
+def assert_user_error(result, code, *words):
+    rc, out, err = result
+    assert rc == code, (rc, out, err)
+    assert "Traceback" not in err
+    lines = err.strip().splitlines()
+    assert len(lines) == 1, err
+    for w in words:
+        assert w in lines[0], lines[0]
+
+
+def test_help():
+    for args in ([], ["--help"], ["run", "--help"], ["compile", "--help"]):
+        rc, out, err = npu(*args)
+        assert "usage: npu" in out
+        assert rc == (2 if not args else 0)
+
+
+@pytest.mark.parametrize("backend", ["ref", "isa"])
+def test_run_slice_matches_official_reference(tmp_path, backend):
+    out = tmp_path / "out.npz"
+    rc, stdout, err = npu("run", MODEL, "--backend", backend, "--inputs", SLICE / "input.npz", "--output", out)
+    assert rc == 0, err
+    assert f"backend: {backend}" in stdout and "(1, 12, 11, 20)" in stdout
+    assert ("cycles:" in stdout) == (backend != "ref")
+    expected = np.load(SLICE / "expected.npz")      # from the official TOSA reference model
+    got = np.load(out)
+    assert sorted(got.files) == sorted(expected.files)
+    for k in expected.files:
+        assert np.array_equal(got[k], expected[k])
+
+
+def test_single_input_under_any_key(tmp_path):
+    x = np.load(SLICE / "input.npz")
+    np.savez(tmp_path / "in.npz", whatever=x[x.files[0]])
+    rc, _, err = npu("run", MODEL, "--inputs", tmp_path / "in.npz", "--output", tmp_path / "o.npz")
+    assert rc == 0, err
+
+
+def test_compile_then_run_program(tmp_path):
+    prog, asm = tmp_path / "slice.npuprog", tmp_path / "slice.s"
+    rc, out, err = npu("compile", MODEL, "-o", prog, "--asm", asm)
+    assert rc == 0, err
+    assert "instructions" in out and "HALT" in asm.read_text()
+    rc, _, err = npu("run", prog, "--backend", "isa", "--inputs", SLICE / "input.npz", "--output", tmp_path / "o.npz")
+    assert rc == 0, err
+    expected = np.load(SLICE / "expected.npz")
+    assert np.array_equal(np.load(tmp_path / "o.npz")["output"], expected["output"])
+    assert_user_error(npu("run", prog, "--backend", "ref", "--inputs", SLICE / "input.npz",
+                          "--output", tmp_path / "o.npz"), 2, "ref backend")
+
+
+def test_bad_inputs_give_exit_2(tmp_path):
+    out = tmp_path / "o.npz"
+    inp = SLICE / "input.npz"
+    assert_user_error(npu("run", tmp_path / "missing.tosa", "--inputs", inp, "--output", out), 2, "missing.tosa")
+    bad = tmp_path / "bad.tosa"
+    bad.write_bytes(MODEL.read_bytes()[:200])
+    assert_user_error(npu("run", bad, "--inputs", inp, "--output", out), 2, "bad.tosa")
+    assert_user_error(npu("compile", bad, "-o", tmp_path / "p.npuprog"), 2, "bad.tosa")
+    notnpz = tmp_path / "in.npz"
+    notnpz.write_bytes(b"not a zip file")
+    assert_user_error(npu("run", MODEL, "--inputs", notnpz, "--output", out), 2, "in.npz")
+    np.savez(tmp_path / "shape.npz", input=np.zeros((1, 3, 3, 5), np.int8))
+    for backend in ("ref", "isa"):
+        assert_user_error(npu("run", MODEL, "--backend", backend, "--inputs", tmp_path / "shape.npz",
+                              "--output", out), 2, "input")
+    np.savez(tmp_path / "two.npz", a=np.zeros(1), b=np.zeros(1))
+    assert_user_error(npu("run", MODEL, "--inputs", tmp_path / "two.npz", "--output", out), 2, "missing input")
+    prog = tmp_path / "p.npuprog"
+    prog.write_bytes(b"NPUPROG\0" + bytes(20))
+    assert_user_error(npu("run", prog, "--backend", "isa", "--inputs", inp, "--output", out), 2, "p.npuprog")
+
+
+def test_unsupported_operator_gives_exit_3(tmp_path):
+    from tosa_ir import Block, Graph, Operator, Tensor
+    from tosa_ir.tosa_fb import write_tosa
+
+    block = Block("main", inputs=["a", "b"], outputs=["c"])
+    for name in "abc":
+        block.add_tensor(Tensor(name, (1, 4), "int32"))
+    block.operators.append(Operator("BITWISE_XOR", ["a", "b"], ["c"]))
+    path = tmp_path / "xor.tosa"
+    path.write_bytes(write_tosa(Graph.single_block(block)))
+    np.savez(tmp_path / "in.npz", a=np.arange(4, dtype=np.int32).reshape(1, 4), b=np.ones((1, 4), np.int32))
+    rc, _, err = npu("run", path, "--backend", "ref", "--inputs", tmp_path / "in.npz", "--output", tmp_path / "o.npz")
+    assert rc == 0, err
+    assert np.array_equal(np.load(tmp_path / "o.npz")["c"], [[1, 0, 3, 2]])
+    assert_user_error(npu("compile", path, "-o", tmp_path / "p.npuprog"), 3, "BITWISE_XOR")
