@@ -1,0 +1,149 @@
+"""Per-layer performance estimate of a compiled graph: cycles, MACs, utilisation, traffic.
+
+Cycles come from the RTL's cycle model (sim/npu_timing.py) when it is available, else from
+the compiler's own scheduling model (compiler/costmodel.py); the table says which.  A
+layer's cycles are the span from its first instruction's issue to its last one's end, so
+overlapping layers share cycles; the total is the whole run's (program boot included),
+not the sum of layers.
+
+    python -m compiler.estimate MODEL.tosa [--config small|default|FILE.json]
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+from collections import Counter
+from dataclasses import dataclass, field
+
+from isa.config import DEFAULT_CONFIG, SMALL_CONFIG, NpuConfig
+from tosa_ir import Graph
+
+from compiler.driver import Compilation, run_pipeline
+
+
+@dataclass
+class LayerEstimate:
+    name: str
+    ops: list[str]
+    plan: str
+    macs: int                 # what the graph asks for
+    array_macs: int           # what the array performs (channels padded to blocks)
+    instructions: Counter = field(default_factory=Counter)
+    bytes_read: int = 0       # external memory, by DMA (padding words excluded)
+    bytes_written: int = 0
+    start: int = 0
+    end: int = 0
+
+    @property
+    def cycles(self) -> int:
+        return self.end - self.start
+
+
+@dataclass
+class Estimate:
+    layers: list[LayerEstimate]
+    total_cycles: int
+    source: str               # "npu_timing" or "compiler model"
+    config: NpuConfig
+
+    def utilisation(self, layer: LayerEstimate) -> float:
+        return layer.macs / max(layer.cycles * self.config.macs_per_cycle, 1)
+
+    def table(self) -> str:
+        head = (f"{'layer':<8} {'cycles':>10} {'MACs':>12} {'util%':>6} {'MATMUL':>7} {'ACT':>5} "
+                f"{'DMA':>5} {'read B':>10} {'write B':>10}  plan")
+        lines = [f"cycles from {self.source}; {self.config.array_rows}x{self.config.array_cols} array, "
+                 f"{self.config.macs_per_cycle} MACs/cycle", head, "-" * len(head)]
+        for l in self.layers:
+            dma = l.instructions["DMA_LOAD"] + l.instructions["DMA_STORE"]
+            lines.append(f"{l.name:<8} {l.cycles:>10} {l.macs:>12} {100 * self.utilisation(l):>6.1f} "
+                         f"{l.instructions['MATMUL']:>7} {l.instructions['ACT']:>5} {dma:>5} "
+                         f"{l.bytes_read:>10} {l.bytes_written:>10}  {l.plan}")
+        macs = sum(l.macs for l in self.layers)
+        util = macs / max(self.total_cycles * self.config.macs_per_cycle, 1)
+        count = sum(sum(l.instructions.values()) for l in self.layers) + 1
+        lines.append(f"{'total':<8} {self.total_cycles:>10} {macs:>12} {100 * util:>6.1f}  "
+                     f"({count} instructions with HALT)")
+        return "\n".join(lines)
+
+
+def _timing(compilation: Compilation) -> tuple[list[tuple[int, int]], int, str]:
+    """(issue, end) per instruction, total cycles, and where they come from."""
+    instrs = [op.instr for op in compilation.scheduled.ops]
+    try:
+        from sim.npu_timing import TimingModel
+    except ModuleNotFoundError as e:
+        if e.name != "sim.npu_timing":
+            raise
+        s = compilation.scheduled
+        return list(zip(s.issue, s.finish)), s.cycles, "compiler model"
+    result = TimingModel(compilation.config).run(instrs)
+    spans = [(int(t.issue), int(t.end) + 1) for t in result.per_instruction]
+    return spans, int(result.total_cycles), "npu_timing"
+
+
+def estimate_compilation(compilation: Compilation) -> Estimate:
+    config = compilation.config
+    layers = []
+    for layer, plan in zip(compilation.layers, compilation.plans):
+        n, oh, ow, _ = layer.out_shape
+        kh, kw = layer.kernel
+        array_macs = n * oh * ow * kh * kw * plan.cbi * plan.cbo * config.macs_per_cycle
+        layers.append(LayerEstimate(layer.name, layer.ops, plan.describe(), layer.macs, array_macs))
+    spans, total, source = _timing(compilation)
+    first = [None] * len(layers)
+    for op, (start, end) in zip(compilation.scheduled.ops, spans):
+        if op.instr.name == "HALT":
+            continue
+        est = layers[op.layer]
+        est.instructions[op.instr.name] += 1
+        v = op.instr.values
+        data = v.get("len0", 0) * v.get("len1", 0) * v.get("len2", 0) * config.bus_bytes
+        if op.instr.name == "DMA_LOAD":
+            est.bytes_read += data
+        elif op.instr.name == "DMA_STORE":
+            est.bytes_written += data
+        if first[op.layer] is None:
+            first[op.layer] = True
+            est.start, est.end = start, end
+        est.start, est.end = min(est.start, start), max(est.end, end)
+    return Estimate(layers, total, source, config)
+
+
+def estimate_graph(graph: Graph, config: NpuConfig = DEFAULT_CONFIG) -> Estimate:
+    return estimate_compilation(run_pipeline(graph, config))
+
+
+def _config(spec: str) -> NpuConfig:
+    import json
+    from pathlib import Path
+
+    from tosa_ir.errors import InvalidInput
+
+    if spec in ("default", "small"):
+        return DEFAULT_CONFIG if spec == "default" else SMALL_CONFIG
+    try:
+        return NpuConfig.from_dict(json.loads(Path(spec).read_text()))
+    except (OSError, ValueError, TypeError) as e:
+        raise InvalidInput(f"{spec}: bad configuration: {e}") from None
+
+
+def main(argv: list[str] | None = None) -> int:
+    from tosa_ir.errors import NpuError
+
+    parser = argparse.ArgumentParser(prog="python -m compiler.estimate", description=__doc__.splitlines()[0])
+    parser.add_argument("model")
+    parser.add_argument("--config", default="default")
+    args = parser.parse_args(argv)
+    try:
+        from compiler.frontends import load_graph
+
+        print(estimate_graph(load_graph(args.model), _config(args.config)).table())
+    except NpuError as e:
+        print(f"estimate: error: {e}", file=sys.stderr)
+        return e.exit_code
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,76 @@
+"""Instructions as the compiler's passes see them: an :class:`Op` is one instruction plus
+what it touches, for the scheduler's dependence analysis.
+
+Footprints are derived from the instruction's own fields with the ISA semantics
+(isa/instructions.py), never declared by the code that emits the instruction, so a lowering
+bug cannot hide a dependence.  Ranges are half-open and conservative (a strided access
+counts as its bounding range).  Memories: ``ASRAM``, ``WSRAM``, ``ACC`` in rows, ``PSRAM`` in
+bus words, ``EXT`` in bytes.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from isa.config import NpuConfig
+from isa.encoding import Instruction, make
+from isa.instructions import Sram, Unit
+
+from compiler.costmodel import dma_words, instr_timing
+
+Access = tuple[str, int, int]     # (memory, lo, hi)
+
+
+@dataclass
+class Op:
+    """One instruction with its footprint, timing (compiler/costmodel.py) and layer."""
+
+    instr: Instruction
+    layer: int
+    reads: list[Access] = field(default_factory=list)
+    writes: list[Access] = field(default_factory=list)
+    occupancy: int = 1       # cycles until its unit takes the next instruction
+    busy: int = 0            # cycles until its unit is idle
+
+    @property
+    def unit(self) -> Unit:
+        return self.instr.unit
+
+
+def new_op(config: NpuConfig, layer: int, name: str, **fields: int) -> Op:
+    """Build the instruction ``name`` (fields checked against the ISA table) as an Op."""
+    instr = make(name, **fields)
+    reads, writes = footprint(instr, config)
+    return Op(instr, layer, reads, writes, *instr_timing(instr, config))
+
+
+def _ext_range(v: dict, bus: int) -> Access:
+    if not (v["len0"] and v["len1"] and v["len2"]):
+        return ("EXT", 0, 0)
+    last = v["ext_addr"] + (v["len2"] - 1) * v["stride2"] + (v["len1"] - 1) * v["stride1"] + v["len0"] * bus
+    return ("EXT", v["ext_addr"], last)
+
+
+def footprint(instr: Instruction, config: NpuConfig) -> tuple[list[Access], list[Access]]:
+    """(reads, writes) of ``instr``."""
+    v = instr.values
+    name = instr.name
+    if name == "DMA_LOAD":
+        sram = Sram(v["sram"]).name
+        return [_ext_range(v, config.bus_bytes)], [(sram, v["sram_addr"], v["sram_addr"] + dma_words(v))]
+    if name == "DMA_STORE":
+        count = v["len0"] * v["len1"] * v["len2"]
+        return [("ASRAM", v["sram_addr"], v["sram_addr"] + count)], [_ext_range(v, config.bus_bytes)]
+    if name == "MATMUL":
+        n = v["n0"] * v["n1"]
+        last = v["a_addr"] + max(v["n1"] - 1, 0) * v["a_stride1"] + max(v["n0"] - 1, 0) * v["a_stride0"]
+        reads = [("ASRAM", v["a_addr"], last + 1), ("WSRAM", v["w_addr"], v["w_addr"] + config.array_rows)]
+        acc = ("ACC", v["acc_addr"], v["acc_addr"] + n)
+        if v["accumulate"]:
+            reads.append(acc)
+        return reads, [acc]
+    if name == "ACT":
+        wpr = config.words_per_wide_row
+        reads = [("ACC", v["acc_addr"], v["acc_addr"] + v["count"]),
+                 ("PSRAM", v["param_addr"] * wpr, (v["param_addr"] + 3) * wpr)]
+        return reads, [("ASRAM", v["dst_addr"], v["dst_addr"] + v["count"])]
+    return [], []
