@@ -38,8 +38,9 @@ def isa_markdown() -> str:
         out.append(f"| {lsb}..{lsb + f.width - 1} | `{f.name}` | {f.doc} |")
         lsb += f.width
     out += ["", "Units: " + ", ".join(f"{u.name}" for u in Unit) + ".  The `wait` mask bit of a unit is "
-            "its number (DMA 0, MXU 1, VPU 2); an instruction issues when its own unit is idle and every "
-            "unit in its `wait` mask is idle.", ""]
+            "its number (DMA 0, MXU 1, VPU 2); an instruction issues when its own unit can accept it "
+            "(units take their own instructions in order; the MXU may accept the next MATMUL while the previous one "
+            "drains) and every unit in its `wait` mask is idle.", ""]
     out += ["## Summary", "", "| opcode | mnemonic | unit | bits used |", "|---|---|---|---|"]
     for i in INSTRUCTIONS:
         out.append(f"| {i.opcode} | [`{i.name}`](#{i.name.lower()}) | {i.unit.name} | {i.used_bits} |")
