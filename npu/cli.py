@@ -12,6 +12,7 @@ from pathlib import Path
 
 import numpy as np
 
+from npu import conformance
 from tosa_ir.errors import InvalidInput, NpuError
 
 BACKENDS = ("ref", "isa", "rtl")
@@ -46,6 +47,7 @@ def build_parser() -> argparse.ArgumentParser:
     comp.add_argument("-o", "--output", metavar="PROGRAM", required=True, help="program image to write (.npuprog)")
     comp.add_argument("--asm", metavar="FILE.s", help="also write the program's disassembly")
     _add_config_arg(comp)
+    conformance.add_parser(sub)
     return parser
 
 
@@ -134,7 +136,7 @@ def cmd_compile(args) -> int:
     return 0
 
 
-COMMANDS = {"run": cmd_run, "compile": cmd_compile}
+COMMANDS = {"run": cmd_run, "compile": cmd_compile, "conformance": conformance.run}
 
 
 def main(argv: list[str] | None = None) -> int:

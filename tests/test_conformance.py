@@ -1,0 +1,279 @@
+"""TOSA conformance: the official generator's tests run on our reference interpreter, and
+tests of the `npu conformance` runner itself.
+
+The corpus is generated on first use by tools/make_conformance_corpus.py (official
+generator, expected results from the official reference model) into
+build/conformance/<key>/, where the key hashes the options, the tosa-tools version and the
+script, so later runs reuse it.  Generating the full corpus takes about a minute on 2 cores.
+"""
+from __future__ import annotations
+
+import importlib.util
+import json
+import re
+import shutil
+import sys
+from collections import defaultdict
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from npu import conformance
+from npu.cli import main as cli_main
+from tosa_ir.errors import Unsupported
+
+REPO = Path(__file__).resolve().parent.parent
+CACHE = REPO / "build" / "conformance"
+
+if importlib.util.find_spec("tosa_reference_model") is None:  # pragma: no cover
+    pytest.skip("tosa-tools (the official TOSA tools, a test extra) is not installed",
+                allow_module_level=True)
+
+# Every TOSA 1.0 operator of PRO-INT with EXT-INT16, EXT-DOUBLEROUND and EXT-CONTROLFLOW that
+# the official generator makes tests for (lower-case, as the corpus folders name them).
+# The corpus must cover exactly these: test_corpus_covers_pro_int checks it.
+PRO_INT_OPERATORS = [
+    "abs", "add", "argmax", "arithmetic_right_shift", "avg_pool2d", "bitwise_and",
+    "bitwise_not", "bitwise_or", "bitwise_xor", "cast", "clamp", "clz", "concat", "cond_if",
+    "const", "conv2d", "conv3d", "depthwise_conv2d", "equal", "gather", "greater",
+    "greater_equal", "identity", "intdiv", "logical_and", "logical_left_shift", "logical_not",
+    "logical_or", "logical_right_shift", "logical_xor", "matmul", "max_pool2d", "maximum",
+    "minimum", "mul", "negate", "pad", "reduce_all", "reduce_any", "reduce_max", "reduce_min",
+    "reduce_sum", "rescale", "reshape", "resize", "reverse", "scatter", "select", "slice",
+    "sub", "table", "tile", "transpose", "transpose_conv2d", "while_loop",
+]
+SUMMARY = re.compile(r"^(\d+) passed, (\d+) failed(?:, (\d+) skipped)?$")
+
+
+def _tool():
+    """tools/make_conformance_corpus.py as a module (tools/ is not a package)."""
+    name = "make_conformance_corpus"
+    if name not in sys.modules:
+        spec = importlib.util.spec_from_file_location(
+            name, REPO / "tools" / "make_conformance_corpus.py")
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module   # dataclasses and pickling look modules up by name
+        spec.loader.exec_module(module)
+    return sys.modules[name]
+
+
+@pytest.fixture(scope="session")
+def corpus() -> Path:
+    tool = _tool()
+    return tool.ensure_corpus(CACHE, tool.CorpusOptions(), jobs=2)
+
+
+@pytest.fixture(scope="session")
+def small_corpus() -> Path:
+    """A few ADD and NEGATE tests, for the runner's own tests."""
+    tool = _tool()
+    return tool.ensure_corpus(CACHE, tool.CorpusOptions(ops="^(add|negate)$", max_per_op=2),
+                              jobs=2)
+
+
+@pytest.fixture(scope="session")
+def ref_results(corpus) -> dict[str, list]:
+    """Every corpus test run on the reference interpreter, by lower-case operator folder."""
+    results = conformance.run_tests(conformance.find_tests([str(corpus)]), "ref",
+                                    progress=False)
+    by_op = defaultdict(list)
+    for r in results:
+        by_op[r.name.split("/")[0]].append(r)
+    return by_op
+
+
+# -- the corpus ------------------------------------------------------------------------------
+def test_corpus_covers_pro_int(corpus):
+    manifest = json.loads((corpus / "corpus.json").read_text())
+    assert sorted(manifest["counts"]) == PRO_INT_OPERATORS
+    for op, counts in manifest["counts"].items():
+        assert counts["positive"] >= 2, op
+    # Negative tests: one per ERROR_IF condition the generator has (CONST/IDENTITY have none).
+    assert sum(c["negative"] for c in manifest["counts"].values()) > 250
+    # Expected results come with every positive test, in the conformance form.
+    for desc_path in corpus.rglob("desc.json"):
+        desc = json.loads(desc_path.read_text())
+        if desc["expected_failure"]:
+            assert "expected_result_file" not in desc
+        else:
+            assert desc["expected_result_file"] == [
+                f"Conformance-{n}.npy" for n in desc["ofm_name"]], desc_path
+            assert all((desc_path.parent / f).is_file() for f in desc["expected_result_file"])
+
+
+@pytest.mark.parametrize("operator", PRO_INT_OPERATORS)
+def test_reference_interpreter(ref_results, operator):
+    """Every positive test bit-exact, every negative test rejected.
+
+    The only tests allowed not to be judged are negative tests whose graph the interpreter
+    finds unpredictable (a LEVEL_CHECK such as rank 7 > MAX_RANK fails): in the spec an
+    unpredictable result overrides ERROR_IF and any behaviour is compliant.
+    """
+    results = ref_results[operator]
+    assert results, f"no {operator} tests in the corpus"
+    bad = [f"{r.name}: {r.verdict}: {r.reason}" for r in results
+           if r.verdict in (conformance.FAILED, conformance.UNSUPPORTED)
+           or (r.verdict == conformance.SKIPPED and not (
+               "_ERRORIF_" in r.name and "unpredictable" in r.reason))]
+    assert not bad, f"{len(bad)} of {len(results)} {operator} tests:\n" + "\n".join(bad)
+
+
+# -- the runner ------------------------------------------------------------------------------
+def _copy_test(small_corpus: Path, tmp_path: Path, pattern: str) -> Path:
+    """Copy the first small-corpus test whose folder name matches ``pattern``."""
+    for desc in sorted(small_corpus.rglob("desc.json")):
+        if re.search(pattern, desc.parent.name):
+            return Path(shutil.copytree(desc.parent, tmp_path / desc.parent.name))
+    raise AssertionError(f"no test matching {pattern!r} in {small_corpus}")
+
+
+def _edit_desc(folder: Path, **changes) -> None:
+    desc = json.loads((folder / "desc.json").read_text())
+    for key, value in changes.items():
+        if value is None:
+            desc.pop(key, None)
+        else:
+            desc[key] = value
+    (folder / "desc.json").write_text(json.dumps(desc))
+
+
+def _cli(capsys, *argv) -> tuple[int, str, str]:
+    code = cli_main(["conformance", *map(str, argv)])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_runner_passes_small_corpus(small_corpus, capsys):
+    code, out, _ = _cli(capsys, small_corpus, "--backend", "ref")
+    lines = out.rstrip("\n").splitlines()
+    m = SUMMARY.match(lines[-1])
+    assert m, lines[-1]
+    total = len(list(small_corpus.rglob("desc.json")))
+    passed, failed = int(m[1]), int(m[2])
+    assert passed + failed + int(m[3] or 0) == total
+    # The per-operator table names both operators with their counts.
+    rows = {line.split()[0]: line.split()[1:] for line in lines if line[:1].isupper()}
+    assert {"ADD", "NEGATE"} <= set(rows)
+    assert code == (1 if failed else 0)
+
+
+def test_summary_line_exact(small_corpus, tmp_path, capsys):
+    test = _copy_test(small_corpus, tmp_path, r"^add_\d")
+    code, out, _ = _cli(capsys, test)
+    assert out.rstrip("\n").splitlines()[-1] == "1 passed, 0 failed"
+    assert code == 0
+
+
+def test_corrupted_expected_result_fails(small_corpus, tmp_path, capsys):
+    test = _copy_test(small_corpus, tmp_path, r"^add_\d+x")
+    path = test / "Conformance-result-0.npy"
+    want = np.load(path)
+    bad = want.copy()
+    bad.flat[bad.size // 2] ^= 1            # one bit of one value
+    np.save(path, bad)
+    code, out, _ = _cli(capsys, tmp_path, "--verbose")
+    assert code == 1
+    assert out.rstrip("\n").splitlines()[-1] == "0 passed, 1 failed"
+    assert "1 of" in out and "values differ" in out and test.name in out
+
+
+def test_missing_folder_exit_2(tmp_path, capsys):
+    code, out, err = _cli(capsys, tmp_path / "nowhere")
+    assert code == 2
+    assert out == ""
+    assert err.count("\n") == 1 and "no such folder" in err and "Traceback" not in err
+
+
+def test_folder_without_tests_exit_2(tmp_path, capsys):
+    (tmp_path / "empty").mkdir()
+    code, _, err = _cli(capsys, tmp_path / "empty")
+    assert code == 2 and "no desc.json" in err and err.count("\n") == 1
+
+
+def test_negative_test_that_runs_fails(small_corpus, tmp_path, capsys):
+    test = _copy_test(small_corpus, tmp_path, r"^add_\d")
+    _edit_desc(test, expected_failure=True, expected_failure_desc="made up")
+    code, out, _ = _cli(capsys, test, "-v")
+    assert code == 1 and "illegal graph accepted" in out and "made up" in out
+
+
+def test_negative_test_rejected_passes(small_corpus, tmp_path, capsys):
+    test = _copy_test(small_corpus, tmp_path, r"_ERRORIF_RankMismatch_")
+    code, out, _ = _cli(capsys, test)
+    assert code == 0 and out.rstrip("\n").splitlines()[-1] == "1 passed, 0 failed"
+
+
+def test_valid_graph_rejected_fails(small_corpus, tmp_path, capsys):
+    test = _copy_test(small_corpus, tmp_path, r"_ERRORIF_RankMismatch_")
+    _edit_desc(test, expected_failure=False)
+    code, out, _ = _cli(capsys, test, "-v")
+    assert code == 1 and "valid graph rejected" in out
+
+
+def test_no_expected_result_is_skipped(small_corpus, tmp_path, capsys):
+    """Raw tosa_verif_build_tests output has no expected results: not judged, but run."""
+    test = _copy_test(small_corpus, tmp_path, r"^negate_\d")
+    _edit_desc(test, expected_result_file=None, ofm_file=["ref-result-0.npy"])
+    code, out, _ = _cli(capsys, test, "-v")
+    assert code == 0
+    assert out.rstrip("\n").splitlines()[-1] == "0 passed, 0 failed, 1 skipped"
+    assert "no expected result" in out
+
+
+def test_missing_input_file_fails(small_corpus, tmp_path, capsys):
+    test = _copy_test(small_corpus, tmp_path, r"^add_\d")
+    (test / "input-1.npy").unlink()
+    code, out, _ = _cli(capsys, test, "-v")
+    assert code == 1 and "bad test" in out and "input-1.npy" in out
+
+
+def test_unsupported_is_not_a_failure(small_corpus, tmp_path, capsys, monkeypatch):
+    test = _copy_test(small_corpus, tmp_path, r"^add_\d")
+
+    def unsupported(*args, **kwargs):
+        raise Unsupported("ADD at somewhere: operator not supported by this backend")
+
+    monkeypatch.setattr(conformance, "_run_backend", unsupported)
+    code, out, _ = _cli(capsys, test)
+    assert code == 0, out
+    assert out.rstrip("\n").splitlines()[-1] == "0 passed, 0 failed, 1 skipped"
+    assert "ADD (1): ADD at somewhere: operator not supported by this backend" in out
+    row = next(line for line in out.splitlines() if line.startswith("ADD "))
+    assert row.split()[1:] == ["0", "0", "1", "0"]   # passed failed unsupported skipped
+
+
+def test_isa_backend_runs(small_corpus, capsys):
+    """Through the NPU compiler and ISA simulator: each test passes or is unsupported (the
+    compiler maps few operators yet); none fails or crashes."""
+    code, out, _ = _cli(capsys, small_corpus, "--backend", "isa", "--config", "small", "-v")
+    assert code == 0, out
+    assert "failed:" not in out
+
+
+def test_jobs_give_the_same_results(small_corpus):
+    tests = conformance.find_tests([str(small_corpus)])
+    one = conformance.run_tests(tests, "ref", jobs=1, progress=False)
+    two = conformance.run_tests(tests, "ref", jobs=2, progress=False)
+    assert [(r.name, r.verdict, r.reason) for r in one] == \
+           [(r.name, r.verdict, r.reason) for r in two]
+
+
+def test_bad_jobs_exit_2(small_corpus, capsys):
+    code, _, err = _cli(capsys, small_corpus, "--jobs", "0")
+    assert code == 2 and "--jobs" in err
+
+
+def test_compare_output():
+    want = np.array([[1, -2], [3, (1 << 47) - 1]], dtype=np.int64)   # int48 as stored
+    assert conformance.compare_output("r", want.copy(), want) is None
+    off = want.copy()
+    off[1, 1] -= 1
+    assert "1 of 4 values differ (first at [1, 1]" in conformance.compare_output("r", off, want)
+    assert "shape" in conformance.compare_output("r", want[:1], want)
+    assert "not produced" in conformance.compare_output("r", None, want)
+    # int8 results against int8 files compare by value whatever the numpy integer type.
+    assert conformance.compare_output("r", np.array([-1], np.int32), np.array([-1], np.int8)) is None
+    # Floats are compared by encoding: -0.0 is not 0.0.
+    assert conformance.compare_output("r", np.array([-0.0], np.float32),
+                                      np.array([0.0], np.float32)) is not None
