@@ -1,0 +1,71 @@
+"""Activation ranges from a calibration set.
+
+Runs the float graph (:mod:`compiler.quantize.float_eval`) on every sample and records,
+per float tensor, either the overall minimum and maximum (``"minmax"``) or the
+``percentile``-th percentile of the values at each end (``"percentile"``, from a fixed-seed
+subsample of up to 65536 values per tensor and sample), which ignores rare outliers.
+"""
+from __future__ import annotations
+
+from typing import Iterable
+
+import numpy as np
+
+from compiler.quantize.float_eval import evaluate
+from tosa_ir import Graph
+
+_SUBSAMPLE = 65536
+
+
+def calibrate(graph: Graph, samples: Iterable[dict[str, np.ndarray]], method: str = "minmax",
+              percentile: float = 99.99) -> dict[str, tuple[float, float]]:
+    """``{tensor name: (lo, hi)}`` for every non-constant float tensor of the main block.
+
+    Parameters
+    ----------
+    graph
+        Float graph.
+    samples
+        Calibration inputs: one dict (input name -> array) per sample.
+    method
+        "minmax" or "percentile".
+    percentile
+        For "percentile": the upper percentile (the lower one is ``100 - percentile``).
+
+    Raises
+    ------
+    ValueError
+        Unknown method, or no samples.
+    """
+    if method not in ("minmax", "percentile"):
+        raise ValueError(f"unknown calibration method {method!r}")
+    block = graph.main
+    floats = {n for n, t in block.tensors.items() if t.dtype == "fp32" and not t.is_const}
+    lo: dict[str, float] = {}
+    hi: dict[str, float] = {}
+    pools: dict[str, list[np.ndarray]] = {}
+    rng = np.random.default_rng(0)
+    count = 0
+    for sample in samples:
+        count += 1
+        env = evaluate(graph, sample, keep=True)
+        for name, value in env.items():
+            if name not in floats or value.size == 0:
+                continue
+            v = value.reshape(-1)
+            lo[name] = min(lo.get(name, np.inf), float(v.min()))
+            hi[name] = max(hi.get(name, -np.inf), float(v.max()))
+            if method == "percentile":
+                if v.size > _SUBSAMPLE:
+                    v = v[rng.choice(v.size, _SUBSAMPLE, replace=False)]
+                pools.setdefault(name, []).append(v.astype(np.float32))
+    if count == 0:
+        raise ValueError("calibration needs at least one sample")
+    if method == "minmax":
+        return {n: (lo[n], hi[n]) for n in lo}
+    out = {}
+    for name, parts in pools.items():
+        v = np.concatenate(parts)
+        a, b = np.percentile(v, [100.0 - percentile, percentile])
+        out[name] = (float(max(a, lo[name])), float(min(b, hi[name])))
+    return out
