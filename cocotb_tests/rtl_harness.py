@@ -1,0 +1,90 @@
+"""Helpers for the RTL tests: run a program on a built model and check it against the
+sequential numpy model (cocotb_tests/npu_model.py) and the cycle model (sim/npu_timing.py).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from isa.config import NpuConfig
+from isa.encoding import encode_program
+from isa.instructions import INSTR_BYTES, ErrorCode
+from isa.program import Program
+from hw.simulation import RtlResult, run_program
+from sim.npu_timing import TimingModel
+
+from cocotb_tests.npu_model import Model
+
+
+@dataclass
+class Checked:
+    rtl: RtlResult
+    model: Model | None
+    timing: object
+
+
+def place_program(memory: bytearray, instrs, addr: int = 0) -> None:
+    code = encode_program(instrs)
+    memory[addr:addr + len(code)] = code
+
+
+def run_checked(build_dir, config: NpuConfig, instrs, memory: bytes | bytearray, program_addr: int = 0,
+                stop_at: int | None = None, expect: ErrorCode = ErrorCode.NONE, model: bool = True,
+                srams: bool = True, patch=None) -> Checked:
+    """Run ``instrs`` (placed at ``program_addr``) on the RTL and check everything checkable.
+
+    * status, ERROR_CODE, STOP_PC and the interrupt line;
+    * CYCLES and the per-unit busy counters equal the timing model's;
+    * final external memory (and scratchpads, with ``srams``) equal the numpy model's,
+      which executes the instructions before the stop.
+
+    ``patch(memory)`` may overwrite bytes after the program is placed (illegal words).
+    """
+    mem = bytearray(memory)
+    place_program(mem, instrs, program_addr)
+    if patch is not None:
+        patch(mem)
+    program = Program(config, list(instrs), program_addr=program_addr)
+    rtl = run_program(program, bytes(mem), build_dir=build_dir, dump_srams=srams)
+
+    assert rtl.irq, "the interrupt line is not raised after the stop"
+    assert rtl.error_code == expect, f"ERROR_CODE {rtl.error_code!r}, expected {expect!r}"
+    assert rtl.status == ("DONE" if expect == ErrorCode.NONE else "ERROR")
+    halt = next((i for i, x in enumerate(instrs) if x.name == "HALT"), len(instrs))
+    stop_index = halt if stop_at is None else stop_at
+    assert rtl.stop_pc == stop_index, f"STOP_PC {rtl.stop_pc}, expected {stop_index}"
+
+    timing = TimingModel(config).run(instrs, stop_at=stop_at)
+    assert rtl.cycles == timing.total_cycles, f"RTL {rtl.cycles} cycles, timing model {timing.total_cycles}"
+    assert rtl.unit_busy_cycles == timing.busy, f"busy RTL {rtl.unit_busy_cycles}, model {timing.busy}"
+
+    ref = None
+    if model:
+        ref = Model(config, bytes(mem)).run(instrs[:stop_index])
+        assert_memory_equal(rtl.memory, ref.memory)
+        if srams:
+            for name, value in ref.srams.items():
+                assert_rows_equal(name, rtl.srams[name], value)
+    return Checked(rtl, ref, timing)
+
+
+def assert_memory_equal(got: bytes, want: bytes) -> None:
+    assert len(got) == len(want)
+    if got != want:
+        g, w = np.frombuffer(got, np.uint8), np.frombuffer(want, np.uint8)
+        bad = np.flatnonzero(g != w)
+        raise AssertionError(f"external memory differs at {bad.size} bytes, first at {bad[0]:#x}: "
+                             f"got {g[bad[:8]].tolist()}, want {w[bad[:8]].tolist()}")
+
+
+def assert_rows_equal(name: str, got: np.ndarray, want: np.ndarray) -> None:
+    if not np.array_equal(got, want):
+        bad = np.flatnonzero((got != want).any(axis=1))
+        lanes = "<i4" if name in ("acc", "psram") else np.int8
+        raise AssertionError(f"{name} differs in {bad.size} rows, first row {bad[0]}: "
+                             f"got {got[bad[0]].view(lanes).tolist()}, want {want[bad[0]].view(lanes).tolist()}")
+
+
+def instr_bytes(count: int) -> int:
+    return count * INSTR_BYTES

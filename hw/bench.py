@@ -1,0 +1,76 @@
+"""RTL simulation speed: ``python -m hw.bench [--config small|default] [--reps N]``.
+
+Builds the Verilator model (reporting the build time when it was not cached) and runs a long
+MATMUL-bound program (weights, activations and results streaming through DMA while the MXU
+works, then ACT and a store), reporting simulated cycles per second of wall time (simulation
+only, process start-up excluded) and checking the cycle count against sim/npu_timing.py.
+"""
+from __future__ import annotations
+
+import argparse
+import time
+
+import numpy as np
+
+from isa import DEFAULT_CONFIG, SMALL_CONFIG, make
+from isa.instructions import Sram
+from isa.program import Program
+
+
+def long_program(cfg, reps: int):
+    rows = cfg.array_rows
+    vectors = min(1024, cfg.acc_rows, cfg.asram_rows // 4)
+    instrs = [
+        make("DMA_LOAD", sram=int(Sram.ASRAM), sram_addr=0, ext_addr=0x10000, len0=vectors, len1=1, len2=1),
+        make("DMA_LOAD", sram=int(Sram.WSRAM), sram_addr=0, ext_addr=0x20000, len0=4 * rows, len1=1, len2=1),
+        make("DMA_LOAD", sram=int(Sram.PSRAM), sram_addr=0, ext_addr=0x30000, len0=12, len1=1, len2=1),
+    ]
+    for i in range(reps):
+        instrs.append(make("MATMUL", a_addr=0, a_stride0=1, n0=vectors, n1=1, w_addr=rows * (i % 4),
+                           acc_addr=0, accumulate=int(i > 0), wait=1 if i == 0 else 0))
+        # the next input block streams in while the MXU works
+        instrs.append(make("DMA_LOAD", sram=int(Sram.ASRAM), sram_addr=2 * vectors, ext_addr=0x10000,
+                           len0=vectors - 24, len1=1, len2=1, wait=1))
+    instrs += [
+        make("ACT", acc_addr=0, count=vectors, dst_addr=3 * vectors, param_addr=0, clamp_min=-128,
+             clamp_max=127, scale32=1, wait=2),
+        make("DMA_STORE", sram=int(Sram.ASRAM), sram_addr=3 * vectors, ext_addr=0x38000, len0=vectors,
+             len1=1, len2=1, wait=4),
+        make("HALT"),
+    ]
+    return instrs
+
+
+def main(argv=None) -> None:
+    from hw.simulation import build, run_program
+    from sim.npu_timing import TimingModel
+
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--config", choices=["small", "default"], default="default")
+    parser.add_argument("--reps", type=int, default=100, help="MATMULs of 1024 vectors")
+    parser.add_argument("--progress", type=int, default=0, help="log the cycle count every N cycles")
+    args = parser.parse_args(argv)
+    cfg = DEFAULT_CONFIG if args.config == "default" else SMALL_CONFIG
+
+    t = time.perf_counter()
+    build_dir = build(cfg)
+    print(f"model: {build_dir} ({time.perf_counter() - t:.1f} s to build or find)")
+
+    instrs = long_program(cfg, args.reps)
+    program = Program(cfg, instrs)
+    mem = bytearray(0x3C000)
+    image = program.memory_image({})
+    mem[:len(image)] = image
+    mem[0x10000:0x30000] = np.random.default_rng(0).integers(0, 256, 0x20000, dtype=np.uint8).tobytes()
+    t = time.perf_counter()
+    result = run_program(program, bytes(mem), build_dir=build_dir, progress=args.progress)
+    total = time.perf_counter() - t
+    expected = TimingModel(cfg).run(instrs).total_cycles
+    print(f"{result.cycles} cycles ({'matches' if result.cycles == expected else 'DIFFERS from'} the timing "
+          f"model: {expected}), status {result.status}, busy {result.unit_busy_cycles}")
+    print(f"simulation {result.wall_seconds:.2f} s: {result.cycles_per_second / 1e3:.0f}k cycles/s; "
+          f"whole run_program {total:.2f} s")
+
+
+if __name__ == "__main__":
+    main()

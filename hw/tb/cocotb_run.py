@@ -1,0 +1,90 @@
+"""cocotb test module that runs one program on tb_top (used by hw/simulation.run_program).
+
+The testbench only drives the clock and reset, writes the CSRs that start the program, and
+then sleeps until the memory model has dumped memory after the NPU stopped (no per-cycle
+Python).  Settings come from the environment (set by run_program):
+
+NPU_PROG_ADDR, NPU_PROG_LEN   program location
+NPU_RESULT                    JSON file to write the CSR values into
+NPU_MAX_CYCLES                give up after this many cycles (the test fails)
+NPU_PROGRESS                  log the cycle count every this many cycles (0: never)
+"""
+from __future__ import annotations
+
+import json
+import os
+import time
+
+import cocotb
+from cocotb.clock import Clock
+from cocotb.triggers import First, FallingEdge, ReadOnly, RisingEdge, Timer
+
+from hw.csr import REGISTERS, bit, word_index
+
+PERIOD = 2   # simulator steps per clock cycle
+
+
+async def csr_write(dut, name: str, value: int) -> None:
+    await FallingEdge(dut.clk)
+    dut.csr_addr.value = word_index(name)
+    dut.csr_w_data.value = value
+    dut.csr_w_stb.value = 1
+    await FallingEdge(dut.clk)
+    dut.csr_w_stb.value = 0
+
+
+async def csr_read(dut, name: str) -> int:
+    await FallingEdge(dut.clk)
+    dut.csr_addr.value = word_index(name)
+    await RisingEdge(dut.clk)
+    await ReadOnly()
+    return int(dut.csr_r_data.value)
+
+
+async def _progress(dut, every: int) -> None:
+    cycles = 0
+    while True:
+        await Timer(every * PERIOD, unit="step")
+        cycles += every
+        dut._log.info("%d cycles", cycles)
+
+
+@cocotb.test()
+async def run_program(dut):
+    prog_addr = int(os.environ["NPU_PROG_ADDR"])
+    prog_len = int(os.environ["NPU_PROG_LEN"])
+    max_cycles = int(os.environ.get("NPU_MAX_CYCLES", "0")) or 1 << 40
+    progress = int(os.environ.get("NPU_PROGRESS", "0"))
+
+    Clock(dut.clk, PERIOD, unit="step").start()
+    dut.csr_w_stb.value = 0
+    dut.csr_addr.value = 0
+    dut.csr_w_data.value = 0
+    dut.rst.value = 1
+    for _ in range(2):
+        await RisingEdge(dut.clk)
+    await FallingEdge(dut.clk)
+    dut.rst.value = 0
+
+    await csr_write(dut, "PROG_ADDR", prog_addr)
+    await csr_write(dut, "PROG_LEN", prog_len)
+    await csr_write(dut, "IRQ_ENABLE", bit("IRQ_ENABLE", "STOP"))
+    wall = time.perf_counter()
+    await csr_write(dut, "CTRL", bit("CTRL", "START"))
+    if progress:
+        cocotb.start_soon(_progress(dut, progress))
+    if not int(dut.dumped.value):
+        timeout = Timer(max_cycles * PERIOD, unit="step")
+        fired = await First(RisingEdge(dut.dumped), timeout)
+        assert fired is not timeout, f"the NPU did not stop within {max_cycles} cycles"
+    wall = time.perf_counter() - wall
+
+    await ReadOnly()
+    irq = int(dut.irq.value)
+    values = {}
+    for reg in REGISTERS:
+        if "r" in reg.access:
+            values[reg.name] = await csr_read(dut, reg.name)
+    result = {"registers": values, "irq": irq, "wall_seconds": wall}
+    with open(os.environ["NPU_RESULT"], "w") as f:
+        json.dump(result, f)

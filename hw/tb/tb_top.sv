@@ -1,0 +1,88 @@
+// Simulation top level: the Amaranth-generated NPU (module `npu`) plus a model of external
+// memory, so that whole programs run with the cocotb testbench idle.
+//
+// External memory: MEM_WORDS words of BUS_BYTES bytes, always ready, one request per cycle,
+// posted writes, read data exactly LATENCY cycles after the request (the contract of
+// hw/interfaces.ExtBusSignature).  Plusargs:
+//   +MEM_WORDS=<n>    words loaded at time 0 and dumped at the end (default 0: none)
+//   +MEM_IN=<file>    $readmemh image of words 0 .. n-1 (one word per line, hex, MSB first)
+//   +MEM_OUT=<file>   $writememh of words 0 .. n-1 when the NPU stops; then `dumped` rises
+//   +SRAM_DUMP=<pfx>  also dump the scratchpads to <pfx>{asram,wsram,acc,psram}.hex (tests);
+//                     this names the memories of hw/top.py (Amaranth keeps their names)
+module tb_top #(
+    parameter int BUS_BYTES = 16,
+    parameter int ADDR_BITS = 32,
+    parameter int MEM_WORDS = 1024,
+    parameter int LATENCY = 4,
+    parameter int CSR_ADDR_BITS = 6
+) (
+    input  logic                     clk        /*verilator public_flat_rw*/,
+    input  logic                     rst        /*verilator public_flat_rw*/,
+    input  logic [CSR_ADDR_BITS-1:0] csr_addr   /*verilator public_flat_rw*/,
+    input  logic                     csr_w_stb  /*verilator public_flat_rw*/,
+    input  logic [31:0]              csr_w_data /*verilator public_flat_rw*/,
+    output logic [31:0]              csr_r_data /*verilator public_flat_rw*/,
+    output logic                     irq        /*verilator public_flat_rw*/,
+    output logic                     stopped    /*verilator public_flat_rw*/,
+    output logic                     dumped     /*verilator public_flat_rw*/
+);
+    localparam int BW = 8 * BUS_BYTES;
+    localparam int SH = $clog2(BUS_BYTES);
+
+    logic                 req_valid, req_ready, req_we, resp_valid;
+    logic [ADDR_BITS-1:0] req_addr;
+    logic [BW-1:0]        req_wdata, resp_rdata;
+
+    npu dut (
+        .clk(clk), .rst(rst),
+        .csr__addr(csr_addr), .csr__w_stb(csr_w_stb), .csr__w_data(csr_w_data),
+        .csr__r_data(csr_r_data),
+        .bus__req_valid(req_valid), .bus__req_ready(req_ready), .bus__req_addr(req_addr),
+        .bus__req_we(req_we), .bus__req_wdata(req_wdata),
+        .bus__resp_valid(resp_valid), .bus__resp_rdata(resp_rdata),
+        .irq(irq), .stopped(stopped)
+    );
+
+    logic [BW-1:0] mem [0:MEM_WORDS-1];
+    logic [BW-1:0] rdata_pipe [0:LATENCY-1];
+    logic          valid_pipe [0:LATENCY-1];
+    int unsigned   nwords;
+    string         mem_in, mem_out, sram_dump;
+
+    initial begin
+        dumped = 1'b0;
+        for (int i = 0; i < LATENCY; i++) valid_pipe[i] = 1'b0;
+        if (!$value$plusargs("MEM_WORDS=%d", nwords)) nwords = 0;
+        if (!$value$plusargs("MEM_OUT=%s", mem_out)) mem_out = "";
+        if (!$value$plusargs("SRAM_DUMP=%s", sram_dump)) sram_dump = "";
+        if ($value$plusargs("MEM_IN=%s", mem_in) && nwords > 0) $readmemh(mem_in, mem, 0, nwords - 1);
+    end
+
+    assign req_ready = 1'b1;
+    wire [ADDR_BITS-SH-1:0] word = req_addr[ADDR_BITS-1:SH];
+
+    always_ff @(posedge clk) begin
+        if (req_valid && req_we) mem[word] <= req_wdata;
+        valid_pipe[0] <= req_valid && !req_we;
+        rdata_pipe[0] <= mem[word];
+        for (int i = 1; i < LATENCY; i++) begin
+            valid_pipe[i] <= valid_pipe[i - 1];
+            rdata_pipe[i] <= rdata_pipe[i - 1];
+        end
+    end
+    assign resp_valid = valid_pipe[LATENCY - 1];
+    assign resp_rdata = rdata_pipe[LATENCY - 1];
+
+    always_ff @(posedge clk) begin
+        if (stopped && !dumped) begin
+            if (mem_out != "" && nwords > 0) $writememh(mem_out, mem, 0, nwords - 1);
+            if (sram_dump != "") begin
+                $writememh({sram_dump, "asram.hex"}, dut.asram);
+                $writememh({sram_dump, "wsram.hex"}, dut.wsram);
+                $writememh({sram_dump, "acc.hex"}, dut.acc);
+                $writememh({sram_dump, "psram.hex"}, dut.psram);
+            end
+            dumped <= 1'b1;
+        end
+    end
+endmodule

@@ -1,0 +1,112 @@
+"""Top level of the NPU: sequencer, DMA, MXU, VPU, scratchpads and CSRs.
+
+Scratchpads (Amaranth memories sized by the configuration) and who uses them:
+
+========  ===================  ======================================================
+memory    row                  ports
+========  ===================  ======================================================
+IMEM      one instruction      sequencer write (boot), sequencer read (fetch)
+ASRAM     array_rows int8      DMA write, VPU write, DMA read (store), MXU read
+WSRAM     array_cols int8      DMA write, MXU read
+ACC       array_cols int32     MXU write, MXU read (transparent), VPU read
+PSRAM     array_cols int32     DMA write (bus-word granularity), VPU read
+========  ===================  ======================================================
+
+Every unit has its own ports, so units never stall each other; two units touching the same
+row in the same cycle is a program hazard the wait masks must prevent.  (The multi-ported
+ASRAM is a model-level simplification: an FPGA or ASIC build would bank it by unit or
+time-multiplex its ports, without changing the ISA.)
+
+External interfaces: ``csr`` (hw/interfaces.CsrBusSignature, register map in hw/csr.py),
+``bus`` (hw/interfaces.ExtBusSignature: the sequencer's boot loader while booting, the DMA
+otherwise), ``irq`` and ``stopped`` (STATUS.DONE | STATUS.ERROR).
+"""
+from __future__ import annotations
+
+from amaranth import Cat, Module
+from amaranth.lib import memory, wiring
+from amaranth.lib.wiring import In, Out
+
+from isa.config import NpuConfig
+from isa.instructions import INSTR_BITS
+from hw.csr import ADDR_WIDTH, CsrBlock
+from hw.dma import Dma
+from hw.interfaces import CsrBusSignature, ExtBusSignature
+from hw.mxu import ACC_BITS, Mxu
+from hw.sequencer import Sequencer
+from hw.vpu import Vpu
+
+
+class Npu(wiring.Component):
+    def __init__(self, config: NpuConfig):
+        self.config = config
+        super().__init__({
+            "csr": In(CsrBusSignature(ADDR_WIDTH)),
+            "bus": Out(ExtBusSignature(config)),
+            "irq": Out(1),
+            "stopped": Out(1),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        cfg = self.config
+        bus_bits = 8 * cfg.bus_bytes
+        wide = ACC_BITS * cfg.array_cols
+
+        m.submodules.imem = imem = memory.Memory(shape=INSTR_BITS, depth=cfg.imem_rows, init=[])
+        m.submodules.asram = asram = memory.Memory(shape=bus_bits, depth=cfg.asram_rows, init=[])
+        m.submodules.wsram = wsram = memory.Memory(shape=bus_bits, depth=cfg.wsram_rows, init=[])
+        m.submodules.acc = acc = memory.Memory(shape=wide, depth=cfg.acc_rows, init=[])
+        m.submodules.psram = psram = memory.Memory(shape=wide, depth=cfg.psram_rows, init=[])
+
+        m.submodules.csrs = csrs = CsrBlock(cfg)
+        m.submodules.seq = seq = Sequencer(cfg)
+        m.submodules.dma = dma = Dma(cfg)
+        m.submodules.mxu = mxu = Mxu(cfg)
+        m.submodules.vpu = vpu = Vpu(cfg)
+
+        wiring.connect(m, seq.imem_w, imem.write_port())
+        wiring.connect(m, seq.imem_r, imem.read_port())
+        wiring.connect(m, dma.asram_w, asram.write_port())
+        wiring.connect(m, vpu.asram_w, asram.write_port())
+        wiring.connect(m, dma.asram_r, asram.read_port())
+        wiring.connect(m, mxu.asram_r, asram.read_port())
+        wiring.connect(m, dma.wsram_w, wsram.write_port())
+        wiring.connect(m, mxu.wsram_r, wsram.read_port())
+        acc_w = acc.write_port()
+        wiring.connect(m, mxu.acc_w, acc_w)
+        wiring.connect(m, mxu.acc_r, acc.read_port(transparent_for=(acc_w,)))
+        wiring.connect(m, vpu.acc_r, acc.read_port())
+        wiring.connect(m, dma.psram_w, psram.write_port(granularity=bus_bits))
+        wiring.connect(m, vpu.psram_r, psram.read_port())
+
+        wiring.connect(m, seq.dma, dma.ctl)
+        wiring.connect(m, seq.mxu, mxu.ctl)
+        wiring.connect(m, seq.vpu, vpu.ctl)
+
+        wiring.connect(m, wiring.flipped(self.csr), csrs.bus)
+        m.d.comb += [
+            seq.start.eq(csrs.start),
+            seq.prog_addr.eq(csrs.prog_addr),
+            seq.prog_len.eq(csrs.prog_len),
+            csrs.running.eq(seq.running),
+            csrs.stop.eq(seq.stop),
+            csrs.stop_code.eq(seq.stop_code),
+            csrs.stop_pc.eq(seq.stop_pc),
+            csrs.unit_busy.eq(Cat(dma.ctl.busy, mxu.ctl.busy, vpu.ctl.busy)),
+            self.irq.eq(csrs.irq),
+            self.stopped.eq(csrs.stopped),
+        ]
+
+        # External bus: the boot loader while booting (the DMA is idle then), else the DMA.
+        out = self.bus
+        with m.If(seq.booting):
+            m.d.comb += [out.req_valid.eq(seq.bus.req_valid), out.req_addr.eq(seq.bus.req_addr),
+                         out.req_we.eq(seq.bus.req_we), out.req_wdata.eq(seq.bus.req_wdata)]
+        with m.Else():
+            m.d.comb += [out.req_valid.eq(dma.bus.req_valid), out.req_addr.eq(dma.bus.req_addr),
+                         out.req_we.eq(dma.bus.req_we), out.req_wdata.eq(dma.bus.req_wdata)]
+        for unit_bus in (seq.bus, dma.bus):
+            m.d.comb += [unit_bus.req_ready.eq(out.req_ready), unit_bus.resp_valid.eq(out.resp_valid),
+                         unit_bus.resp_rdata.eq(out.resp_rdata)]
+        return m

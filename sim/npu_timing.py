@@ -1,0 +1,184 @@
+"""Cycle model of the NPU RTL (hw/): when each instruction issues, runs and ends, and when
+the NPU stops.  Timing depends only on the instruction fields, never on data, so the model
+is exact (the cocotb tests compare it with the RTL cycle for cycle).
+
+Rules (``L`` = mem_latency, ``R`` = array_rows, cycle 0 = the first cycle after the write of
+CTRL.START; the CYCLES register counts cycles 0 .. stop):
+
+Boot
+    ``M = prog_len * 32 / bus_bytes`` words are read one per cycle from cycle 0; RUN starts at
+    ``r0 = M + L`` (``r0 = 1`` when ``M == 0``).  Boot errors stop at once (0 cycles).
+Fetch and issue (sequencer, in order)
+    Instruction 0 is in the issue register (IR) at ``r0 + 2``; instruction k+1 enters IR the
+    cycle after instruction k issues.  An instruction issues at the first cycle ``c`` at or
+    after it entered IR in which its unit is *ready* and every unit in its ``wait`` mask is
+    *idle*.  SYNC needs only the wait mask.  HALT, a failing instruction (``stop_at``), or
+    running off the end of the list stops the NPU at the first cycle, at or after it entered
+    IR, in which every unit is idle; total cycles = that cycle + 1.
+Units (command issued at cycle c; a unit is busy on cycles ``start .. end``)
+    DMA_LOAD:  ``S = len2*(len1+pad_b1+pad_a1)*(len0+pad_b0+pad_a0)``; busy c+1 .. c+S+L.
+    DMA_STORE: ``N = len0*len1*len2``; busy c+1 .. c+N+1.
+    MATMUL:    ``N = n0*n1``; front end from s = c+1, ready again at s + max(N, R) - 1 (so the
+               next MATMUL can stream back to back); busy s .. s+N+R+1.
+    ACT:       busy c+1 .. c+count+5.
+    DMA and VPU are ready only when idle.  An instruction that moves no data (S, N or
+    count == 0) never makes its unit busy; its interval is empty (start = c+1, end = c).
+
+The model assumes the external memory is always ready (as the simulation model is).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import NamedTuple
+
+from isa.config import NpuConfig
+from isa.instructions import INSTR_BYTES, Unit
+
+UNITS = ("DMA", "MXU", "VPU")
+
+
+class InstrTiming(NamedTuple):
+    """Cycles of one instruction: issue (or stop, for HALT), first and last busy cycle."""
+
+    issue: int
+    start: int
+    end: int
+
+
+@dataclass
+class Timing:
+    """Result of :meth:`TimingModel.run`.
+
+    Attributes
+    ----------
+    total_cycles : int
+        The CYCLES register at the stop.
+    busy : dict
+        Busy cycles per unit ("DMA", "MXU", "VPU"), as the per-unit busy counters count them.
+    per_instruction : list of InstrTiming
+        One entry per instruction reached, the stopping one (HALT or failing) included.
+    run_start : int
+        First cycle of RUN (after boot).
+    stop_index : int
+        Index of the instruction the NPU stopped at.
+    """
+
+    total_cycles: int
+    busy: dict = field(default_factory=dict)
+    per_instruction: list = field(default_factory=list)
+    run_start: int = 0
+    stop_index: int = 0
+
+
+class _Intervals:
+    """Union length of busy intervals that arrive in order of start."""
+
+    def __init__(self):
+        self.total = 0
+        self.open_start = None
+        self.open_end = None
+
+    def add(self, start: int, end: int) -> None:
+        if end < start:
+            return
+        if self.open_end is not None and start <= self.open_end + 1:
+            self.open_end = max(self.open_end, end)
+            return
+        self.close()
+        self.open_start, self.open_end = start, end
+
+    def close(self) -> int:
+        if self.open_end is not None:
+            self.total += self.open_end - self.open_start + 1
+            self.open_start = self.open_end = None
+        return self.total
+
+
+class TimingModel:
+    """Cycle-exact timing of the RTL for one configuration."""
+
+    def __init__(self, config: NpuConfig):
+        self.config = config
+
+    def boot_cycles(self, prog_len: int) -> int:
+        """First RUN cycle for a program of ``prog_len`` instructions."""
+        words = prog_len * INSTR_BYTES // self.config.bus_bytes
+        return words + self.config.mem_latency if words else 1
+
+    def duration(self, instr) -> int:
+        """Busy cycles of a DMA or VPU instruction issued alone (0: no work)."""
+        v = instr.values
+        if instr.name == "DMA_LOAD":
+            slots = (v["len2"] * (v["len1"] + v["pad_b1"] + v["pad_a1"])
+                     * (v["len0"] + v["pad_b0"] + v["pad_a0"]))
+            return slots + self.config.mem_latency if slots else 0
+        if instr.name == "DMA_STORE":
+            words = v["len0"] * v["len1"] * v["len2"]
+            return words + 1 if words else 0
+        if instr.name == "ACT":
+            return v["count"] + 5 if v["count"] else 0
+        raise ValueError(f"{instr.name} has no fixed duration")
+
+    def run(self, instructions, stop_at: int | None = None, prog_len: int | None = None,
+            boot_error: bool = False) -> Timing:
+        """Time a run.
+
+        Parameters
+        ----------
+        instructions : list of isa.Instruction
+            The instructions in program order, at least up to the one the NPU stops at.
+        stop_at : int, optional
+            Index of an instruction that stops the NPU with an error.  Without it the NPU
+            stops at the first HALT, or at index ``len(instructions)`` (running off the end,
+            or a word that does not decode).
+        prog_len : int, optional
+            Instructions booted (PROG_LEN); default ``len(instructions)``.
+        boot_error : bool
+            The boot checks failed: the NPU stops before booting.
+        """
+        cfg = self.config
+        if boot_error:
+            return Timing(0, {u: 0 for u in UNITS})
+        prog_len = len(instructions) if prog_len is None else prog_len
+        rows = cfg.array_rows
+        run_start = self.boot_cycles(prog_len)
+
+        idle_from = {u: 0 for u in UNITS}      # first cycle the unit is idle (for wait masks)
+        ready_from = {u: 0 for u in UNITS}     # first cycle the unit takes a command
+        busy = {u: _Intervals() for u in UNITS}
+        per_instr: list[InstrTiming] = []
+        in_ir = run_start + 2
+        index = 0
+        while True:
+            stopping = index == stop_at or index >= len(instructions)
+            instr = None if stopping else instructions[index]
+            if stopping or instr.name == "HALT":
+                stop = max([in_ir] + list(idle_from.values()))
+                per_instr.append(InstrTiming(stop, stop, stop))
+                return Timing(stop + 1, {u: busy[u].close() for u in UNITS}, per_instr,
+                              run_start, index)
+            waits = [u.name for u in Unit if u is not Unit.SEQ and instr.values["wait"] >> u.value & 1]
+            issue = max([in_ir] + [idle_from[u] for u in waits])
+            unit = instr.defn.unit
+            if unit is Unit.SEQ:                       # SYNC
+                per_instr.append(InstrTiming(issue, issue, issue))
+            else:
+                name = unit.name
+                issue = max(issue, ready_from[name])
+                start = issue + 1
+                if unit is Unit.MXU:
+                    n = instr.values["n0"] * instr.values["n1"]
+                    if n:
+                        end = start + n + rows + 1
+                        ready_from[name] = start + max(n, rows) - 1
+                        idle_from[name] = max(idle_from[name], end + 1)
+                    else:
+                        end = issue
+                        ready_from[name] = start
+                else:
+                    end = issue + self.duration(instr)
+                    idle_from[name] = ready_from[name] = max(idle_from[name], end + 1)
+                busy[name].add(start, end)
+                per_instr.append(InstrTiming(issue, start, end))
+            in_ir = issue + 1
+            index += 1
