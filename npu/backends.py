@@ -33,10 +33,13 @@ class Model:
 def load_model(path: str) -> Model:
     """Read a model file or program image, detecting the format from the file."""
     p = Path(path)
-    try:
-        head = p.open("rb").read(16)
-    except OSError as e:
-        raise InvalidInput(f"{path}: cannot read: {e.strerror}") from None
+    head = b""
+    if p.is_file():
+        try:
+            with p.open("rb") as f:
+                head = f.read(16)
+        except OSError as e:
+            raise InvalidInput(f"{path}: cannot read: {e.strerror}") from None
     if is_program_file(head):
         try:
             return Model(path, program=Program.load(p))
