@@ -18,10 +18,11 @@ import pytest
 
 sys.path.insert(0, os.path.dirname(__file__))
 from ref_dual import Dual, check, random_values, run_ours  # noqa: E402
-from oracle import TS_DTYPES  # noqa: E402
+from oracle import TS_DTYPES, run_reference  # noqa: E402
 
-from sim.reference import run_graph  # noqa: E402
-from tosa_ir import Block, Graph, Operator, Region, Tensor  # noqa: E402
+from sim.reference import Interpreter, run_graph  # noqa: E402
+from sim.reference.interpreter import DEFAULT_MAX_LOOP_ITERATIONS  # noqa: E402
+from tosa_ir import Block, Graph, InvalidInput, Operator, Region, Tensor, Unsupported  # noqa: E402
 
 # --- CONST / IDENTITY ---------------------------------------------------------------------
 
@@ -267,3 +268,114 @@ def test_cond_if_max_nesting(levels, level, expect):
     assert status == expect, out
     if expect == "VALID":
         assert out[0].tolist() == x.tolist()
+
+
+# --- WHILE_LOOP iteration budget (never a hang) -------------------------------------------
+# The spec sets no iteration limit; our interpreter bounds the WHILE_LOOP body executions of
+# a run (all loops, nested ones included) and stops with Unsupported beyond the bound.
+
+def _loop_regions(prefix: str, body_extra=None) -> list[Region]:
+    """cond: ``c > 0``; body: ``c - 1`` (plus ``body_extra(block)`` operators)."""
+    cond = Block(f"{prefix}_cond")
+    cond.add_tensor(Tensor(f"{prefix}_cc", (), "int32"))
+    cond.add_tensor(Tensor(f"{prefix}_zero", (), "int32", np.array(0, np.int32)))
+    cond.add_tensor(Tensor(f"{prefix}_go", (), "bool"))
+    cond.inputs, cond.outputs = [f"{prefix}_cc"], [f"{prefix}_go"]
+    cond.operators = [Operator("GREATER", [f"{prefix}_cc", f"{prefix}_zero"], [f"{prefix}_go"])]
+    body = Block(f"{prefix}_body")
+    body.add_tensor(Tensor(f"{prefix}_bc", (), "int32"))
+    body.add_tensor(Tensor(f"{prefix}_one", (), "int32", np.array(1, np.int32)))
+    body.add_tensor(Tensor(f"{prefix}_next", (), "int32"))
+    body.inputs, body.outputs = [f"{prefix}_bc"], [f"{prefix}_next"]
+    body.operators = [Operator("SUB", [f"{prefix}_bc", f"{prefix}_one"], [f"{prefix}_next"])]
+    if body_extra is not None:
+        body_extra(body)
+    return [Region(cond.name, [cond]), Region(body.name, [body])]
+
+
+def _loop(prefix: str) -> Operator:
+    return Operator("WHILE_LOOP", [], [], {"cond_graph": f"{prefix}_cond",
+                                           "body_graph": f"{prefix}_body"},
+                    location=f"test.tosa:{prefix}")
+
+
+def counting_loops(inner: int | None = None) -> Graph:
+    """``while (n > 0) n -= 1`` on input ``n``; with ``inner``, each outer iteration also
+    runs an inner loop counting ``inner`` down to 0 (so n * (1 + inner) body executions)."""
+    main = Block("main")
+    main.add_tensor(Tensor("n", (), "int32"))
+    main.add_tensor(Tensor("left", (), "int32"))
+    main.inputs, main.outputs = ["n"], ["left"]
+    outer = _loop("outer")
+    outer.inputs, outer.outputs = ["n"], ["left"]
+    main.operators = [outer]
+
+    def add_inner(body: Block) -> None:
+        body.add_tensor(Tensor("inner_start", (), "int32", np.array(inner, np.int32)))
+        body.add_tensor(Tensor("inner_left", (), "int32"))
+        op = _loop("inner")
+        op.inputs, op.outputs = ["inner_start"], ["inner_left"]
+        body.operators.insert(0, op)
+
+    regions = [Region("main", [main])] + _loop_regions("outer", add_inner if inner else None)
+    if inner:
+        regions += _loop_regions("inner")
+    return Graph(regions=regions, version=(1, 0, 0, False))
+
+
+def test_while_loop_bound_reached_exactly_matches_oracle():
+    # A loop of exactly `bound` iterations runs, with the oracle's result.
+    rng = np.random.default_rng(11)
+    acc = random_values(rng, (3,), "int32", -1000, 1000)
+    step = random_values(rng, (3,), "int32", -1000, 1000)
+    d = while_graph()
+    inputs = [np.array(7, np.int32), acc, step]
+    ref = run_reference(d.b, inputs)
+    assert ref.status == "VALID"
+    ours = run_graph(d.graph, dict(zip(d.graph.main.inputs, inputs)), max_loop_iterations=7)
+    for name in d.graph.main.outputs:
+        assert ours[name].tolist() == ref.outputs[name].tolist()
+
+
+def test_while_loop_over_bound_is_a_clear_error():
+    d = while_graph()
+    inputs = dict(zip(d.graph.main.inputs, [np.array(7, np.int32), np.zeros(3, np.int32),
+                                            np.ones(3, np.int32)]))
+    with pytest.raises(Unsupported) as info:
+        run_graph(d.graph, inputs, max_loop_iterations=6)
+    message = str(info.value)
+    assert "WHILE_LOOP" in message and "6" in message and "max_loop_iterations" in message
+    assert "\n" not in message
+    assert info.value.exit_code == 3
+
+
+def test_endless_loop_stops_at_the_bound():
+    # cond n > 0 with a body that never changes n: the spec's semantics loop forever.
+    g = counting_loops()
+    g.block("outer_body").operators = [Operator("IDENTITY", ["outer_bc"], ["outer_next"])]
+    interp = Interpreter(g, max_loop_iterations=500)
+    with pytest.raises(Unsupported, match=r"WHILE_LOOP at test\.tosa:outer: more than 500 "):
+        interp.run({"n": np.array(1, np.int32)})
+    assert interp.loop_iterations == 501
+    # The default bound is finite, so the default never hangs either.
+    assert Interpreter(g).max_loop_iterations == DEFAULT_MAX_LOOP_ITERATIONS > 0
+
+
+def test_nested_loops_share_the_budget():
+    # 3 outer iterations, each running 4 inner ones: 3 + 3 * 4 = 15 body executions.
+    g = counting_loops(inner=4)
+    interp = Interpreter(g, max_loop_iterations=15)
+    assert interp.run({"n": np.array(3, np.int32)})["left"].tolist() == 0
+    assert interp.loop_iterations == 15
+    # The budget is per run: a second run of the same interpreter gets it afresh.
+    assert interp.run({"n": np.array(3, np.int32)})["left"].tolist() == 0
+    with pytest.raises(Unsupported, match=r"WHILE_LOOP at test\.tosa:(inner|outer): more than 14 "):
+        run_graph(g, {"n": np.array(3, np.int32)}, max_loop_iterations=14)
+    # None removes the bound.
+    assert run_graph(g, {"n": np.array(3, np.int32)}, max_loop_iterations=None)["left"] == 0
+
+
+@pytest.mark.parametrize("bad", [-1, 2.5, True, "10"])
+def test_loop_bound_must_be_a_count(bad):
+    with pytest.raises(InvalidInput, match="max_loop_iterations"):
+        Interpreter(counting_loops(), max_loop_iterations=bad)

@@ -15,6 +15,12 @@ through ``sim.reference.registry.OPS``; control-flow operators call back into
 
 Errors: bad user inputs -> :class:`InvalidInput`; ERROR_IF -> :class:`TosaError`;
 REQUIRE / LEVEL_CHECK -> :class:`TosaUnpredictable`.
+
+Never a hang: the spec puts no limit on WHILE_LOOP iterations, so a graph whose loop
+condition stays true would run forever.  Every run therefore has a budget of loop
+iterations (``max_loop_iterations``, counted over all WHILE_LOOPs of the run, nested ones
+included, so the budget bounds the total work); a loop that would exceed it stops the run
+with :class:`Unsupported` naming the operator and the bound.
 """
 from __future__ import annotations
 
@@ -22,6 +28,7 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
+from sim.reference.signatures import check_signature
 from sim.reference.registry import LEVELS, OPS, OpContext
 from tosa_ir import (INT_RANGES, Block, Graph, InvalidInput, Operator, TosaError,
                      Unsupported, numpy_dtype)
@@ -35,6 +42,11 @@ _ELEM_BYTES = {"bool": 1, "int4": 1, "int8": 1, "uint8": 1, "int16": 2, "uint16"
 # Types held in a wider numpy type: their range must be checked even when the numpy type
 # already matches.
 _NARROWER_THAN_STORAGE = {"int4", "int48"}
+
+# Default budget of WHILE_LOOP iterations per run: far beyond any real graph (loops in
+# TOSA graphs run a sequence length or a count of refinement steps), and reached in
+# seconds to minutes by a graph that loops forever.
+DEFAULT_MAX_LOOP_ITERATIONS = 1_000_000
 
 
 def _shape_matches(actual: Sequence[int], declared: Sequence[int]) -> bool:
@@ -88,16 +100,31 @@ class Interpreter:
         Persistent variable storage shared between runs (and interpreters): the
         VARIABLE operators keep their variables here by uid, and tensors flagged
         ``variable`` (TOSA 1.0) keep their last value here under ``("tensor", name)``.
+    max_loop_iterations : int or None
+        Budget of WHILE_LOOP body executions per :meth:`run`, over all loops (nested
+        ones included); exceeding it raises :class:`Unsupported`.  ``None`` removes the
+        bound (a graph that loops forever then hangs).
 
     Attributes used by operator implementations: ``graph``, ``level``, ``limits``,
     ``variables``, ``run_count`` (number of :meth:`run` calls so far, for the variables'
-    per-execution "seen" flag) and ``nesting_depth`` (maintained by control flow).
+    per-execution "seen" flag), ``nesting_depth`` (maintained by control flow) and
+    :meth:`count_loop_iteration` (called by WHILE_LOOP).
     """
 
-    def __init__(self, graph: Graph, level: str = "8K", variables: dict | None = None):
+    def __init__(self, graph: Graph, level: str = "8K", variables: dict | None = None,
+                 max_loop_iterations: int | None = DEFAULT_MAX_LOOP_ITERATIONS):
         if level not in LEVELS:
             raise InvalidInput(f"unknown TOSA level {level!r} (expected one of "
                                f"{', '.join(LEVELS)})")
+        if max_loop_iterations is not None and (
+                isinstance(max_loop_iterations, bool)
+                or not isinstance(max_loop_iterations, (int, np.integer))
+                or max_loop_iterations < 0):
+            raise InvalidInput(f"max_loop_iterations must be a non-negative integer or None, "
+                               f"not {max_loop_iterations!r}")
+        self.max_loop_iterations = (None if max_loop_iterations is None
+                                    else int(max_loop_iterations))
+        self.loop_iterations = 0   # WHILE_LOOP body executions in the current run
         self.graph = graph
         self.level = level
         self.limits = LEVELS[level]
@@ -133,6 +160,7 @@ class Interpreter:
             values.append(arr)
         self.run_count += 1
         self.nesting_depth = 0
+        self.loop_iterations = 0
         outputs = self.run_block(block, values)
         return dict(zip(block.outputs, outputs))
 
@@ -187,6 +215,23 @@ class Interpreter:
             outputs.append(value)
         return outputs
 
+    def count_loop_iteration(self, op: Operator) -> None:
+        """Count one WHILE_LOOP body execution of this run; stop if over the budget.
+
+        Raises
+        ------
+        Unsupported
+            The run's loop iterations would exceed ``max_loop_iterations``.
+        """
+        self.loop_iterations += 1
+        bound = self.max_loop_iterations
+        if bound is not None and self.loop_iterations > bound:
+            where = f" at {op.location}" if op.location else ""
+            raise Unsupported(
+                f"{op.op}{where}: more than {bound} loop iterations in one run (the "
+                f"interpreter's max_loop_iterations bound); the loop may never end. If it "
+                f"is meant to run longer, pass a larger max_loop_iterations")
+
     def _lookup(self, name: str, env: dict) -> np.ndarray | None:
         if name in env:
             return env[name]
@@ -211,6 +256,7 @@ class Interpreter:
                 return  # constants were preloaded from their tensors' data
             raise Unsupported(f"operator {op.op} is not supported by the reference "
                               f"interpreter ({op.describe()})")
+        check_signature(op, self.graph.is_tosa_1)
         args = []
         for name in op.inputs:
             if name == "":
@@ -278,7 +324,9 @@ class Interpreter:
 
 
 def run_graph(graph: Graph, inputs: Mapping[str, Any], level: str = "8K",
-              variables: dict | None = None) -> dict[str, np.ndarray]:
+              variables: dict | None = None,
+              max_loop_iterations: int | None = DEFAULT_MAX_LOOP_ITERATIONS
+              ) -> dict[str, np.ndarray]:
     """Run ``graph``'s main block on ``inputs``; returns its outputs by name.
 
     Parameters
@@ -288,9 +336,13 @@ def run_graph(graph: Graph, inputs: Mapping[str, Any], level: str = "8K",
     level : "8K" or "none"
     variables : dict, optional
         Variable storage persisting across calls (pass the same dict each call).
+    max_loop_iterations : int or None
+        Budget of WHILE_LOOP iterations for the run, over all loops (see
+        :class:`Interpreter`); default :data:`DEFAULT_MAX_LOOP_ITERATIONS`.
 
     Raises
     ------
     InvalidInput, TosaError, TosaUnpredictable, Unsupported
+        Unsupported also when the loop iteration budget is exceeded.
     """
-    return Interpreter(graph, level, variables).run(inputs)
+    return Interpreter(graph, level, variables, max_loop_iterations).run(inputs)

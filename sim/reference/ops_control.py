@@ -134,6 +134,9 @@ def while_loop(ctx, inputs):
         return bool(np.asarray(_run(ctx, cond_b, current)[0]).reshape(-1)[0])
 
     while condition(values):
+        # The interpreter's iteration budget: a condition that never turns false ends
+        # with a clear error instead of a hang.
+        ctx.interpreter.count_loop_iteration(ctx.op)
         values = _run(ctx, body_b, values)
     return values
 

@@ -75,6 +75,9 @@ def mul(ctx, inputs):
         return _shape_result(ctx, a * b)
     a, b, _ = _binary_args(ctx, inputs, [("int8", "int8", "int32"), ("int16", "int16", "int32"),
                                          ("int32", "int32", "int32")])
+    if len(inputs) > 2 and inputs[2] is not None:
+        # TOSA 1.0: shift is a tensor of shape [1].
+        ctx.error_if(np.ndim(inputs[2]) != 1, "shift", "rank(shift) != 1")
     shift = scalar_int(operand(ctx, inputs, 2, "shift", default=0))
     ctx.require(0 <= shift <= 63, "0 <= shift && shift <= 63")
     ctx.require(ctx.in_type(0) == "int32" or shift == 0, "in_t == int32_t || shift == 0")
