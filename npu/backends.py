@@ -22,6 +22,7 @@ class Model:
     source: str
     graph: Graph | None = None
     program: Program | None = None
+    quantized: object | None = None   # compiler.quantize.QuantizedModel for float models
 
     @property
     def input_names(self) -> list[str]:
@@ -30,8 +31,12 @@ class Model:
         return [b.name for b in self.program.inputs]
 
 
-def load_model(path: str) -> Model:
-    """Read a model file or program image, detecting the format from the file."""
+def load_model(path: str, calibrate: str | None = None) -> Model:
+    """Read a model file or program image, detecting the format from the file.
+
+    A float model is quantized to int8 with the calibration set ``calibrate`` (see
+    npu/calibration.py); without one it is refused as unsupported.
+    """
     p = Path(path)
     head = b""
     if p.is_file():
@@ -46,8 +51,13 @@ def load_model(path: str) -> Model:
         except ProgramFormatError as e:
             raise InvalidInput(str(e)) from None
     from compiler.frontends import load_graph
+    from npu.calibration import is_float_graph, quantize_model
 
-    return Model(path, graph=load_graph(p))
+    graph = load_graph(p)
+    if is_float_graph(graph):
+        qmodel = quantize_model(graph, calibrate, path)
+        return Model(path, graph=qmodel.graph, quantized=qmodel)
+    return Model(path, graph=graph)
 
 
 def compile_model(model: Model, config: NpuConfig) -> Program:

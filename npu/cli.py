@@ -18,6 +18,12 @@ from tosa_ir.errors import InvalidInput, NpuError
 BACKENDS = ("ref", "isa", "rtl")
 
 
+def _add_calibrate_arg(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--calibrate", metavar="DIR|NPZ",
+                   help="float models: calibration inputs for post-training int8 quantization "
+                        "(an .npz with a leading sample axis, or a folder of .npz/.npy samples)")
+
+
 def _add_config_arg(p: argparse.ArgumentParser) -> None:
     p.add_argument("--config", default="default", metavar="NAME|FILE.json",
                    help="hardware configuration: 'default' (16x16), 'small' (4x4) or a JSON file "
@@ -39,6 +45,7 @@ def build_parser() -> argparse.ArgumentParser:
                      help="inputs keyed by graph input name (one array under any key for a single-input graph)")
     run.add_argument("--output", metavar="OUT.npz", required=True, help="where to save outputs, keyed by output name")
     run.add_argument("--waves", metavar="FILE.fst", help="rtl backend: dump an FST waveform")
+    _add_calibrate_arg(run)
     _add_config_arg(run)
 
     comp = sub.add_parser("compile", help="compile a model to an NPU program image",
@@ -46,6 +53,7 @@ def build_parser() -> argparse.ArgumentParser:
     comp.add_argument("model", metavar="MODEL", help="model file (.tosa, ...)")
     comp.add_argument("-o", "--output", metavar="PROGRAM", required=True, help="program image to write (.npuprog)")
     comp.add_argument("--asm", metavar="FILE.s", help="also write the program's disassembly")
+    _add_calibrate_arg(comp)
     _add_config_arg(comp)
     conformance.add_parser(sub)
     return parser
@@ -108,13 +116,22 @@ def cmd_run(args) -> int:
     from npu import backends
 
     config = _load_config(args.config)
-    model = backends.load_model(args.model)
+    model = backends.load_model(args.model, calibrate=args.calibrate)
     given = _load_inputs(args.inputs)
     inputs = _bind_inputs(given, model.input_names, args.inputs)
+    if model.quantized is not None:
+        from npu.calibration import quantize_inputs
+
+        inputs = quantize_inputs(model.quantized, inputs)
     start = time.perf_counter()
     outputs, stats = backends.run(model, inputs, args.backend, config=config, waves=args.waves)
     seconds = time.perf_counter() - start
-    np.savez(args.output, **outputs)
+    saved = dict(outputs)
+    if model.quantized is not None:
+        from npu.calibration import dequantize_outputs
+
+        saved.update(dequantize_outputs(model.quantized, outputs))
+    np.savez(args.output, **saved)
     _print_summary(args.backend, inputs, outputs, seconds, stats)
     return 0
 
@@ -123,7 +140,7 @@ def cmd_compile(args) -> int:
     from npu import backends
 
     config = _load_config(args.config)
-    model = backends.load_model(args.model)
+    model = backends.load_model(args.model, calibrate=args.calibrate)
     program = backends.compile_model(model, config)
     program.save(args.output)
     if args.asm:

@@ -105,3 +105,32 @@ def test_unsupported_operator_gives_exit_3(tmp_path):
     assert rc == 0, err
     assert np.array_equal(np.load(tmp_path / "o.npz")["c"], [[1, 0, 3, 2]])
     assert_user_error(npu("compile", path, "-o", tmp_path / "p.npuprog"), 3, "BITWISE_XOR")
+
+
+def test_float_model_needs_and_uses_calibration(tmp_path):
+    sys.path.insert(0, str(Path(__file__).parent))
+    from nnef_helpers import TINY_CNN, random_weights, write_model
+
+    folder = write_model(tmp_path / "tiny", TINY_CNN, random_weights(TINY_CNN))
+    from compiler.frontends.nnef import load_nnef
+
+    shape = load_nnef(folder).main.tensors["input"].shape
+    rng = np.random.default_rng(0)
+    np.savez(tmp_path / "calib.npz", input=rng.standard_normal((6, *shape[1:])).astype(np.float32))
+    np.savez(tmp_path / "in.npz", input=rng.standard_normal(shape).astype(np.float32))
+    out = tmp_path / "o.npz"
+    assert_user_error(npu("run", folder, "--inputs", tmp_path / "in.npz", "--output", out), 3, "--calibrate")
+    rc, stdout, err = npu("run", folder, "--calibrate", tmp_path / "calib.npz", "--inputs", tmp_path / "in.npz",
+                          "--output", out)
+    assert rc == 0, err
+    assert "SNR dB" in stdout and "6 calibration sample" in stdout
+    saved = np.load(out)
+    assert saved["c2"].dtype == np.int8 and saved["c2.float"].dtype == np.float32
+    calib_dir = tmp_path / "calib"
+    calib_dir.mkdir()
+    for i in range(3):
+        np.save(calib_dir / f"{i}.npy", rng.standard_normal(shape).astype(np.float32))
+    rc, stdout, err = npu("run", folder, "--calibrate", calib_dir, "--inputs", tmp_path / "in.npz", "--output", out)
+    assert rc == 0 and "3 calibration sample" in stdout, err
+    assert_user_error(npu("run", folder, "--calibrate", tmp_path / "nope", "--inputs", tmp_path / "in.npz",
+                          "--output", out), 2, "calibration")
