@@ -1,0 +1,12 @@
+"""The NPU hardware in Amaranth 0.5, and its Verilator simulation harness.
+
+top.Npu (the NPU) = sequencer.Sequencer (boot, fetch, checker.InstrChecker, in-order issue)
++ dma.Dma + mxu.Mxu (systolic array) + vpu.Vpu (ACT) + csr.CsrBlock (register map), around
+the scratchpad memories; interfaces.py holds the bus signatures, decode.py the instruction
+layouts derived from isa/instructions.py.  simulation.py builds the Verilator model (cached
+under build/rtl/) and runs programs on it (run_program); tb/ holds the simulation top level
+(NPU + external memory model) and its cocotb driver; bench.py measures simulation speed.
+The cycle-exact timing model of this RTL is sim/npu_timing.py.
+
+hw/ imports isa only.
+"""

@@ -17,7 +17,7 @@ Address arithmetic is exact (wide enough never to wrap).
 """
 from __future__ import annotations
 
-from amaranth import Module, Mux, Signal
+from amaranth import Module, Mux
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 

@@ -151,7 +151,7 @@ def _source_key(config: NpuConfig, waves: bool) -> str:
     return h.hexdigest()[:24]
 
 
-_NOT_GENERATORS = {"simulation.py", "bench.py", "verilator_env.py"}
+_NOT_GENERATORS = {"__init__.py", "simulation.py", "bench.py", "verilator_env.py"}
 _BUILT: dict[tuple[NpuConfig, bool], Path] = {}
 
 
@@ -217,6 +217,11 @@ def _verilate(config, verilog_text, tb_text, root: Path, key: str, waves: bool, 
         except (RuntimeError, SystemExit) as e:
             log = (tmp / "build.log").read_text()[-4000:] if (tmp / "build.log").exists() else ""
             raise RtlError(f"Verilator build failed: {e}\n{log}") from None
+        # Keep only what runs need: the compiler's intermediates are ~170 MB for 16x16.
+        keep = {TOPLEVEL, "npu.v", "tb_top.sv", "config.json", "build.log"}
+        for item in tmp.iterdir():
+            if item.name not in keep:
+                shutil.rmtree(item) if item.is_dir() else item.unlink()
         os.replace(tmp, root / key)
     finally:
         if tmp.exists():
