@@ -94,8 +94,9 @@ def run_pipeline(graph: Graph, config: NpuConfig = DEFAULT_CONFIG) -> Compilatio
     info = {
         "source": graph.source,
         "ops": [text for layer in layers for text in layer.ops],
-        "layers": [{"name": layer.name, "ops": layer.ops, "plan": plan.describe()}
+        "layers": [{"name": layer.name, "ops": layer.ops, "plan": plan.describe(), "macs": layer.macs}
                    for layer, plan in zip(layers, plans)],
+        "macs": sum(layer.macs for layer in layers),   # what the graph asks for, not padding
     }
     program = build_program(scheduled, ext, block, config, info)
     return Compilation(graph, config, layers, plans, ext, scheduled, program)

@@ -6,6 +6,7 @@ program and compile the graph first when given one.
 """
 from __future__ import annotations
 
+import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -15,6 +16,10 @@ from isa.config import NpuConfig
 from isa.program import Program, ProgramFormatError, is_program_file
 from tosa_ir import Graph
 from tosa_ir.errors import InvalidInput
+
+
+# The RTL backend logs its progress every this many simulated cycles (long runs only).
+RTL_PROGRESS_CYCLES = 2_000_000
 
 
 @dataclass
@@ -84,16 +89,26 @@ def run(model: Model, inputs: dict[str, np.ndarray], backend: str, config: NpuCo
         from sim.isa_sim import IsaSim
 
         result = IsaSim(program.config).run(program, program.memory_image(inputs))
+        busy, stop_pc = dict(result.busy), result.error_pc
     elif backend == "rtl":
         from hw.simulation import run_program
 
-        result = run_program(program, program.memory_image(inputs), waves=waves)
+        from sim.npu_timing import TimingModel
+
+        # The simulator's own log (with progress lines) is shown only for long runs.
+        expected = TimingModel(program.config).run(program.instructions).total_cycles
+        progress = RTL_PROGRESS_CYCLES if expected > 5 * RTL_PROGRESS_CYCLES else 0
+        result = run_program(program, bytes(program.memory_image(inputs)), waves=bool(waves),
+                             progress=progress)
+        busy, stop_pc = dict(result.unit_busy_cycles), result.stop_pc
+        if waves:
+            shutil.copyfile(result.waves, waves)
     else:
         raise ValueError(f"unknown backend {backend!r}")
     if result.error_code:
         raise InvalidInput(f"{model.source}: the NPU stopped with error {result.error_code.name} "
-                           f"at instruction {result.error_pc}")
-    return program.read_outputs(result.memory), {"cycles": result.cycles, "busy": dict(result.busy)}
+                           f"at instruction {stop_pc}")
+    return program.read_outputs(result.memory), {"cycles": result.cycles, "busy": busy}
 
 
 def _check_inputs(program: Program, inputs: dict[str, np.ndarray], source: str) -> None:
