@@ -25,7 +25,7 @@ from tosa_ir.tosa_fb import read_tosa  # noqa: E402
 ROOT = Path(__file__).resolve().parents[1]
 SPEC = ROOT.parent / "shared" / "seeds" / "nnef-1.0-spec.txt"
 NPU_OPS = {"CONV2D", "DEPTHWISE_CONV2D", "MATMUL", "RESCALE", "CLAMP", "MAX_POOL2D",
-           "AVG_POOL2D", "ADD", "RESHAPE", "TRANSPOSE", "CONCAT", "PAD", "CONST",
+           "AVG_POOL2D", "ADD", "RESHAPE", "TRANSPOSE", "CONCAT", "PAD", "SLICE", "CONST",
            "CONST_SHAPE"}
 
 
@@ -72,6 +72,31 @@ def test_reduced_alexnet_pipeline(built):
     errors = {e.name: e.snr_db for e in result["errors"]}
     assert set(errors) >= {"relu1", "pool1", "relu5", "pool3", "relu7", "conv8"}
     assert min(errors.values()) > 25.0, errors        # measured: 30.5 dB (conv8) and up
+
+
+def test_reduced_alexnet_layer_costs(built):
+    """Kernels keep their Appendix B sizes (no zero taps): the multiplies are AlexNet's.
+
+    Output sizes: NNEF's, except conv2 and conv5, which compute one row and column less
+    (the pools after them never read it: the bottom/right padding goes).  At full width
+    conv1 is 54*54*64*11*11*3 = 67.7 M MACs and the graph 700.5 M (AlexNet: 736.6 M).
+    """
+    tool, out, result = built
+    chans = [3, 4, 12, 24, 24, 16, 256, 256, 62]           # Appendix B channels / 16
+    kernels = [11, 5, 3, 3, 3, 5, 1, 1]
+    sizes = [54, 25, 12, 12, 11, 1, 1, 1]
+    rows = tool.layer_costs(read_tosa((out / "alexnet_int8.tosa").read_bytes()),
+                            [layer[0] for layer in tool.LAYERS])
+    assert [r[0] for r in rows] == ["conv1", "conv2", "conv3", "conv4", "conv5", "fc6",
+                                    "fc7", "fc8"]
+    for i, (name, shape, macs, params) in enumerate(rows):
+        k, cin, cout = kernels[i], chans[i], chans[i + 1]
+        assert shape == (1, sizes[i], sizes[i], cout), name
+        assert macs == sizes[i] ** 2 * cout * k * k * cin, name
+        assert params == cout * k * k * cin + cout, name
+    assert result["costs"] == rows
+    text = tool.format_costs(rows)
+    assert "conv1" in text and f"{sum(r[2] for r in rows):,}" in text.splitlines()[-1]
 
 
 def test_reduced_alexnet_float_graph_matches_khronos_runtime(built):

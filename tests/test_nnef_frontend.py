@@ -230,9 +230,11 @@ graph G( input ) -> ( output )
 
 
 def test_alexnet_exactness_rewrites(tmp_path):
-    """Rounding-down output sizes become exact TOSA sizes without a SLICE."""
+    """Rounding-down output sizes become exact TOSA sizes without extra multiplies: input
+    rows no window reaches are sliced off (AlexNet conv1 and pool1), end padding no window
+    reaches is taken off (AlexNet conv2/conv5 before their pools)."""
     text = """version 1.0;
-graph G( input ) -> ( output )
+graph G( input ) -> ( output, padded )
 {
     input = external(shape = [1, 3, 48, 48]);
     k = variable(shape = [4, 3, 11, 11], label = 'k');
@@ -240,14 +242,31 @@ graph G( input ) -> ( output )
     r = relu(c);
     output = max_pool(r, size = [1, 1, 3, 3], stride = [1, 1, 2, 2], border = 'ignore',
                       padding = [(0,0), (0,0), (0,0), (0,0)]);
+    k2 = variable(shape = [5, 4, 3, 3], label = 'k2');
+    c2 = conv(output, k2, padding = [(1,1), (1,1)]);
+    padded = max_pool(relu(c2), size = [1, 1, 3, 3], stride = [1, 1, 2, 2],
+                      border = 'ignore', padding = [(0,0), (0,0), (0,0), (0,0)]);
 }
 """
-    model, _, _ = check_against_khronos(tmp_path, text)
+    model, inputs, ours = check_against_khronos(tmp_path, text)
     block = model.float_graph.main
-    ops = [op.op for op in block.operators if op.op not in ("CONST", "CONST_SHAPE")]
-    assert "SLICE" not in ops
-    conv = next(op for op in block.operators if op.op == "CONV2D")
-    assert block.tensors[conv.inputs[1]].shape[1:3] == (16, 16)    # 11x11 + zero taps
+    ops = [op for op in block.operators if op.op not in ("CONST", "CONST_SHAPE")]
+    assert [op.op for op in ops][:6] == ["TRANSPOSE", "SLICE", "CONV2D", "CLAMP", "SLICE",
+                                         "MAX_POOL2D"]
+    first, conv, _, second, _, conv2 = ops[1:7]
+    # (48 - 11) / 4 leaves 1: the last input row/column goes, the kernel stays 11x11.
+    assert block.tensors[first.outputs[0]].shape == (1, 47, 47, 3)
+    assert block.tensors[conv.inputs[1]].shape == (4, 11, 11, 3)
+    assert block.tensors[conv.outputs[0]].shape == (1, 10, 10, 4)
+    # (10 - 3) / 2 leaves 1 and conv c has no padding to give: pool's input is sliced.
+    assert block.tensors[second.outputs[0]].shape == (1, 9, 9, 4)
+    # c2 (4x4 out, 3x3 pad 1) before a 3x3/2 pool: one row/column less bottom/right pad.
+    assert conv2.op == "CONV2D" and conv2.attrs["pad"] == [1, 0, 1, 0]
+    assert block.tensors[conv2.outputs[0]].shape == (1, 3, 3, 5)
+    status, ref = official_run(model.float_graph, inputs)
+    assert status == "VALID"
+    for name, value in ref.items():
+        assert snr_db(value, ours[name]) > 100, name
 
 
 @pytest.mark.parametrize("kind", ["file", "tgz", "tar_with_folder"])

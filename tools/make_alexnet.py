@@ -12,7 +12,8 @@ Steps (all seeded, so every run gives the same bytes):
    ``OUT/alexnet_int8.tosa`` (TOSA 1.0 flatbuffer), ``OUT/input.npz`` (an int8 input,
    NCHW as the NNEF graph declares it), ``OUT/expected.npz`` (the reference interpreter's
    output for it) and ``OUT/quant.json`` (input/output scale and zero point).
-3. Print the per-layer SNR of the int8 graph against the float graph.
+3. Print the per-layer SNR of the int8 graph against the float graph, and the arithmetic
+   cost of every layer of the int8 graph (output shape, MACs, parameters).
 
 ``--width-div N`` divides every channel count by N (same topology and spatial sizes): the
 reduced model the tests use.  The softmax at the end is left out of the integer graph,
@@ -131,6 +132,55 @@ def smooth_images(count: int, seed: int, shape=(1, 3, 224, 224)) -> list[np.ndar
     return images
 
 
+_MAC_OPS = ("CONV2D", "DEPTHWISE_CONV2D", "TRANSPOSE_CONV2D", "MATMUL")
+
+
+def layer_costs(graph, names=None) -> list[tuple[str, tuple[int, ...], int, int]]:
+    """``(layer, output shape, MACs, params)`` of every multiplying operator of ``graph``.
+
+    MACs are the multiply-accumulates the operator performs as written (every kernel tap,
+    padding included); params are the weight and bias elements.  ``names`` (in graph
+    order) name the layers; by default an operator is named by the tensor it produces.
+    """
+    block = graph.main
+    rows = []
+    for op in block.operators:
+        if op.op not in _MAC_OPS:
+            continue
+        out = block.tensors[op.outputs[0]].shape
+        if op.op == "MATMUL":
+            a = block.tensors[op.inputs[0]].shape
+            macs = int(np.prod(out, dtype=np.int64)) * a[-1]
+            params = sum(block.tensors[n].data.size for n in op.inputs[:2]
+                         if block.tensors[n].is_const)
+        else:
+            w = block.tensors[op.inputs[1]].shape
+            taps = int(np.prod(w, dtype=np.int64))          # OC*KH*KW*IC or KH*KW*C*M
+            # A transposed convolution applies every tap to every input pixel, the others
+            # to every output pixel.
+            pixels = block.tensors[op.inputs[0]].shape[:3] if op.op == "TRANSPOSE_CONV2D" \
+                else out[:3]
+            macs = int(np.prod(pixels, dtype=np.int64)) * taps
+            params = taps + int(np.prod(block.tensors[op.inputs[2]].shape, dtype=np.int64))
+        rows.append((op.outputs[0], tuple(out), macs, params))
+    if names is not None and len(names) == len(rows):
+        rows = [(n,) + r[1:] for n, r in zip(names, rows)]
+    return rows
+
+
+def format_costs(rows) -> str:
+    """The rows of :func:`layer_costs` as a plain-text table with a total."""
+    head = f"{'layer':<8} {'output':>14} {'MACs':>14} {'params':>12}"
+    lines = [head, "-" * len(head)]
+    for name, shape, macs, params in rows:
+        dims = "x".join(str(d) for d in (shape[1:] if len(shape) == 4 else shape))
+        lines.append(f"{name:<8} {dims:>14} {macs:>14,} {params:>12,}")
+    lines.append("-" * len(head))
+    lines.append(f"{'total':<8} {'':>14} {sum(r[2] for r in rows):>14,} "
+                 f"{sum(r[3] for r in rows):>12,}")
+    return "\n".join(lines)
+
+
 def _npz_bytes(arrays: dict[str, np.ndarray]) -> bytes:
     """A .npz with fixed timestamps, so reruns give identical bytes."""
     buf = io.BytesIO()
@@ -179,13 +229,16 @@ def build(out: Path, width_div: int = 1, calib: int = 8, test: int = 2, seed: in
              "shape": list(qm.graph.main.tensors[n].shape)} for n in qm.inputs + qm.outputs}
     (out / "quant.json").write_text(json.dumps({"tensors": q, "notes": model.notes + qm.notes},
                                                indent=1))
-    result = {"times": times, "tosa": tosa_path, "qmodel": qm, "model": model}
+    costs = layer_costs(qm.graph, [layer[0] for layer in LAYERS])
+    result = {"times": times, "tosa": tosa_path, "qmodel": qm, "model": model, "costs": costs}
     if report:
         t0 = time.perf_counter()
         errors = layer_errors(qm, test_set)
         times["report"] = time.perf_counter() - t0
         result["errors"] = errors
         log(format_table(errors))
+        log()
+    log(format_costs(costs))
     return result
 
 

@@ -11,10 +11,11 @@ stay numpy arrays in NNEF order until an operator takes them, in the form it nee
 The float graph uses TOSA 1.0 conventions: zero points are input tensors (zero for fp32),
 MUL takes a shift tensor, RESHAPE/PAD/SLICE take shape tensors, fully connected layers are
 RESHAPE + 1x1 CONV2D.  TOSA requires convolution and pooling sizes to divide exactly where
-NNEF rounds down; the unused trailing rows are dropped by shrinking the bottom/right
-padding, by zero taps appended to a convolution kernel, or (last resort) by a SLICE that
-:func:`compiler.frontends.nnef_post.fold_slices` then tries to fold into the producing
-convolution.
+NNEF rounds down; the trailing rows no window reaches are dropped by shrinking the
+bottom/right padding when they are padding, else by a SLICE of the input (start 0), which
+:func:`compiler.frontends.nnef_post.fold_slices` folds into the producing convolution
+when taking padding off it is enough.  Kernels are never grown with zero taps: the
+multiply count stays that of the NNEF graph.
 
 The operator handlers live in :mod:`compiler.frontends.nnef_ops`.
 """

@@ -4,8 +4,9 @@
 * :func:`merge_reshapes`: RESHAPE -> RESHAPE becomes one RESHAPE.
 * :func:`fold_slices`: a SLICE that only drops trailing rows/columns (added where NNEF's
   rounding-down output size is not an exact TOSA division) is folded into the convolution
-  that produces the data, through element-wise CLAMP/ADD/MUL in between: the convolution
-  computes fewer rows (less bottom padding, or zero taps appended to its kernel).
+  that produces the data, through element-wise CLAMP/ADD/MUL in between, when taking
+  bottom/right padding off that convolution is enough for it to compute fewer rows.
+  Otherwise the SLICE stays (never zero taps appended to a kernel: they cost multiplies).
 * :func:`dead_code`: operators whose results reach no graph output go, with unused tensors.
 """
 from __future__ import annotations
@@ -28,8 +29,11 @@ def finish(conv) -> None:
     dead_code(block)
     for op in block.operators:
         if op.op == "SLICE" and op.outputs[0] in conv.trim_slices:
-            conv.notes.append(f"{op.location}: a SLICE drops trailing rows/columns (the "
-                              f"producer could not compute fewer)")
+            src = block.tensors[op.inputs[0]].shape
+            dst = block.tensors[op.outputs[0]].shape
+            conv.notes.append(f"{op.location}: a SLICE drops the last {src[1] - dst[1]} "
+                              f"row(s)/{src[2] - dst[2]} column(s) of {op.inputs[0]}, "
+                              f"which no window reaches, so that the size divides exactly")
     add_const_ops(block)
 
 
@@ -126,10 +130,8 @@ def fold_slices(block: Block, notes: list[str]) -> None:
         if chain is None:
             continue
         conv_op = producers[name]
-        kernel = block.tensors[conv_op.inputs[1]].shape
-        if not _shrink_conv(block, conv_op, drop):
+        if not _shrink_conv(conv_op, drop):
             continue
-        grown = block.tensors[conv_op.inputs[1]].shape
         for t in [conv_op.outputs[0]] + [c.outputs[0] for c in chain]:
             tensor = block.tensors[t]
             tensor.shape = (tensor.shape[0], tensor.shape[1] - drop[0],
@@ -139,39 +141,25 @@ def fold_slices(block: Block, notes: list[str]) -> None:
             user.inputs = [src.name if n == out else n for n in user.inputs]
         block.outputs = [src.name if n == out else n for n in block.outputs]
         block.operators.remove(op)
-        how = "less bottom/right padding" if grown == kernel else \
-            f"kernel {_hw(conv_op, kernel)} grown to {_hw(conv_op, grown)} with zero taps"
         notes.append(f"{conv_op.location}: computes {drop[0]} row(s)/{drop[1]} column(s) less "
-                     f"({how}) so that the following pooling divides exactly")
+                     f"(less bottom/right padding) so that the following window divides "
+                     f"exactly")
 
 
-def _hw(op: Operator, shape) -> str:
-    h, w = (shape[1], shape[2]) if op.op == "CONV2D" else (shape[0], shape[1])
-    return f"{h}x{w}"
+def _shrink_conv(op: Operator, drop: tuple[int, int]) -> bool:
+    """Make convolution ``op`` produce ``drop`` fewer output rows/columns by taking
+    ``drop * stride`` rows/columns off its bottom/right padding; False (nothing changed)
+    when the padding is too small.
 
-
-def _shrink_conv(block: Block, op: Operator, drop: tuple[int, int]) -> bool:
-    """Make convolution ``op`` produce ``drop`` fewer output rows/columns, exactly."""
-    w = block.tensors[op.inputs[1]]
-    if w.data is None:
-        return False
+    The division stays exact: the dividend shrinks by a multiple of the stride.
+    """
     pad = list(op.attrs["pad"])
-    stride, dil = list(op.attrs["stride"]), list(op.attrs["dilation"])
-    hw_axes = (1, 2) if op.op == "CONV2D" else (0, 1)
-    extend = [0, 0]
+    stride = list(op.attrs["stride"])
     for i in range(2):
         delta = drop[i] * stride[i]
-        cut = min(pad[2 * i + 1], delta)
-        rest = delta - cut
-        if rest % dil[i]:
+        if delta > pad[2 * i + 1]:
             return False
-        pad[2 * i + 1] -= cut
-        extend[i] = rest // dil[i]
-    if any(extend):
-        widths = [(0, 0)] * 4
-        widths[hw_axes[0]], widths[hw_axes[1]] = (0, extend[0]), (0, extend[1])
-        w.data = np.pad(w.data, widths)
-        w.shape = tuple(w.data.shape)
+        pad[2 * i + 1] -= delta
     op.attrs["pad"] = pad
     return True
 
