@@ -1,0 +1,437 @@
+"""OpenVINO IR (parsed) -> float TOSA 1.0 graph: values, layouts and the driver loop.
+
+Layouts.  OpenVINO is channel-first (NCHW); TOSA's spatial operators are channel-last
+(NHWC).  Every OpenVINO output port is held as a :class:`Val`: a TOSA tensor plus the
+permutation ``perm`` with ``tosa_tensor == ov_tensor.transpose(perm)``, or a constant
+(numpy, OpenVINO order).  Spatial operators produce NHWC values; OpenVINO ``Transpose``
+only changes the bookkeeping; a physical TRANSPOSE (or a RESHAPE when only size-1 axes
+move) is emitted only where an operator needs another order (reshapes, matmuls, graph
+outputs).  With ``layout="nhwc"`` (the default) rank-4 graph inputs and outputs are NHWC,
+so a CNN needs no transpose at all; ``layout="nchw"`` keeps OpenVINO's order.
+
+Constants are folded: a layer whose inputs are all constant is evaluated with numpy (shape
+sub-graphs such as ``ShapeOf -> Gather -> Concat -> Reshape``, ``Convert`` of compressed
+weights, FakeQuantize of weights).  Folded weights keep their integer form
+(:class:`~compiler.frontends.openvino_quant.WeightQuant`) for the quantizer.
+
+The float graph uses TOSA 1.0 conventions: zero points are input tensors, MUL takes a shift
+tensor, RESHAPE/PAD/SLICE take shape tensors, fully connected layers are RESHAPE + 1x1
+CONV2D.  Operator handlers are in :mod:`compiler.frontends.openvino_ops`.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from compiler.frontends.openvino_bin import WeightsFile
+from compiler.frontends.openvino_quant import WeightQuant
+from compiler.frontends.openvino_xml import IrModel, Layer
+from compiler.quantize.qparams import QParams
+from tosa_ir import Block, Graph, Operator, Tensor, numpy_dtype
+from tosa_ir.errors import InvalidInput, NpuError, Unsupported
+
+NHWC = (0, 2, 3, 1)
+NCHW_OF_NHWC = [0, 3, 1, 2]
+# Layers that may take a value held as integer codes (Val.codes).
+CODES_PASS = frozenset({"Transpose", "Reshape", "Squeeze", "Unsqueeze", "Convert",
+                        "FakeQuantize", "Result"})
+FLOAT_MAX = float(np.finfo(np.float32).max)
+
+
+def identity(rank: int) -> tuple[int, ...]:
+    return tuple(range(rank))
+
+
+def trivial_permutation(rel, shape) -> bool:
+    """True when transposing ``shape`` by ``rel`` keeps the row-major order (a RESHAPE)."""
+    big = [a for a in rel if shape[a] != 1]
+    return big == sorted(big)
+
+
+def tosa_dtype_of(arr: np.ndarray) -> str:
+    """TOSA type that holds a folded constant when it becomes a tensor."""
+    if arr.dtype == np.bool_:
+        return "bool"
+    if np.issubdtype(arr.dtype, np.integer):
+        return "int32"
+    return "fp32"
+
+
+@dataclass
+class Val:
+    """An OpenVINO output port as converted: a TOSA tensor in layout ``perm`` or a constant.
+
+    ``shape`` is the OpenVINO shape.  ``data`` (OpenVINO order) is set for constants,
+    with ``quant`` when the constant came from integer codes (quantized weights).
+    ``codes`` ("i8"/"u8") marks a value that OpenVINO holds as integer codes (an integer
+    graph input before its dequantizing FakeQuantize, a graph output after its quantizing
+    one): the TOSA tensor holds the real value it stands for.
+    """
+
+    shape: tuple[int, ...]
+    dtype: str
+    name: str | None = None
+    perm: tuple[int, ...] | None = None
+    data: np.ndarray | None = None
+    quant: WeightQuant | None = None
+    codes: str | None = None
+
+    @property
+    def is_const(self) -> bool:
+        return self.data is not None
+
+    @property
+    def rank(self) -> int:
+        return len(self.shape)
+
+    @classmethod
+    def const(cls, data, quant: WeightQuant | None = None) -> "Val":
+        data = np.asarray(data)
+        return cls(tuple(int(d) for d in data.shape), tosa_dtype_of(data), data=data,
+                   quant=quant)
+
+
+class Converter:
+    """Builds the float TOSA block from an :class:`IrModel`."""
+
+    def __init__(self, ir: IrModel, weights: WeightsFile | None, layout: str = "nhwc"):
+        if layout not in ("nhwc", "nchw"):
+            raise ValueError(f"layout must be 'nhwc' or 'nchw', not {layout!r}")
+        self.ir = ir
+        self.weights = weights
+        self.layout = layout
+        self.block = Block("main")
+        self.vals: dict[tuple[int, int], Val] = {}
+        self.names: set[str] = set()
+        self._phys: dict[tuple, str] = {}
+        self._shared: dict[tuple, str] = {}
+        self._keep: list[np.ndarray] = []
+        self.layer: Layer | None = None
+        # Activation parameters from FakeQuantize layers, by TOSA tensor name.
+        self.given: dict[str, QParams] = {}
+        self.given_by: dict[str, str] = {}        # tensor -> the FakeQuantize layer
+        # Weight parameters (per output channel) by TOSA weight tensor name.
+        self.weight_given: dict[str, QParams] = {}
+        self.notes: list[str] = []
+        self.fake_quantized = False
+        # Graph outputs: TOSA name -> (Result layer name, OpenVINO tensor names).
+        self.output_info: dict[str, tuple[str, str]] = {}
+        # Graph inputs and outputs: TOSA name -> perm with tosa == openvino.transpose(perm).
+        self.boundary: dict[str, tuple[int, ...]] = {}
+        # Graph inputs OpenVINO takes as integer codes: TOSA name -> "i8" / "u8".
+        self.code_inputs: dict[str, str] = {}
+
+    # -- messages -------------------------------------------------------------------
+    @property
+    def where(self) -> str:
+        return self.layer.where if self.layer is not None else self.ir.path
+
+    def unsupported(self, text: str) -> Unsupported:
+        return Unsupported(f"{self.where}: {text}")
+
+    def invalid(self, text: str) -> InvalidInput:
+        return InvalidInput(f"{self.where}: {text}")
+
+    # -- naming and tensors -----------------------------------------------------------
+    def fresh(self, base: str) -> str:
+        base = str(base) or "t"
+        name, i = base, 1
+        while name in self.names:
+            name = f"{base}_{i}"
+            i += 1
+        self.names.add(name)
+        return name
+
+    def tensor(self, name: str, shape, dtype: str, data: np.ndarray | None = None) -> str:
+        shape = tuple(int(d) for d in shape)
+        if data is not None:
+            data = np.ascontiguousarray(np.asarray(data).astype(numpy_dtype(dtype))
+                                        .reshape(shape))
+        self.block.add_tensor(Tensor(name, shape, dtype, data))
+        return name
+
+    def const(self, data, dtype: str, base: str = "const", shape=None) -> str:
+        arr = np.asarray(data)
+        shape = arr.shape if shape is None else tuple(shape)
+        return self.tensor(self.fresh(base), shape, dtype, arr.reshape(shape))
+
+    def shared(self, key: tuple, make) -> str:
+        """A constant made once per key (zero points, the MUL shift)."""
+        if key not in self._shared:
+            self._shared[key] = make()
+        return self._shared[key]
+
+    def zero_point(self, dtype: str = "fp32") -> str:
+        return self.shared(("zp", dtype),
+                           lambda: self.const(np.zeros(1), dtype, f"zp_{dtype}", (1,)))
+
+    def mul_shift(self) -> str:
+        return self.shared(("mul_shift",),
+                           lambda: self.const(np.zeros(1), "int8", "mul_shift", (1,)))
+
+    def shape_const(self, values, base: str) -> str:
+        values = [int(v) for v in values]
+        return self.const(np.asarray(values, np.int64), "shape", base, (len(values),))
+
+    def base(self, suffix: str = "") -> str:
+        """A readable tensor name base for the current layer."""
+        name = self.layer.name if self.layer is not None and self.layer.name else "t"
+        return name + suffix
+
+    def emit(self, op: str, inputs, out_shape, dtype: str = "fp32", attrs=None,
+             base: str | None = None) -> str:
+        """Append operator ``op`` with one new output tensor; returns its name."""
+        out = self.fresh(base if base is not None else self.base())
+        self.tensor(out, out_shape, dtype)
+        location = self.where
+        self.block.operators.append(Operator(op, list(inputs), [out], dict(attrs or {}),
+                                             location))
+        return out
+
+    def result(self, op: str, inputs, shape, perm, attrs=None, dtype: str = "fp32") -> Val:
+        """Emit ``op`` producing the OpenVINO tensor ``shape`` held in layout ``perm``."""
+        tshape = [shape[p] for p in perm]
+        name = self.emit(op, inputs, tshape, dtype, attrs)
+        return Val(tuple(shape), dtype, name, tuple(perm))
+
+    # -- values ---------------------------------------------------------------------
+    def physical(self, v: Val, perm=None) -> str:
+        """A TOSA tensor holding ``v`` in layout ``perm`` (OpenVINO order by default)."""
+        perm = identity(v.rank) if perm is None else tuple(perm)
+        if v.is_const:
+            key = ("const", id(v.data), perm)
+            if key not in self._phys:
+                data = np.asarray(v.data).transpose(perm)
+                self._phys[key] = self.const(data, v.dtype, self.base("_const"))
+                self._keep.append(v.data)        # keeps id(v.data) unique while cached
+            return self._phys[key]
+        if v.perm == perm:
+            return v.name
+        key = (v.name, perm)
+        if key in self._phys:
+            return self._phys[key]
+        rel = [v.perm.index(p) for p in perm]
+        old_shape = [v.shape[p] for p in v.perm]
+        new_shape = [v.shape[p] for p in perm]
+        base = v.name + ("_nchw" if perm == identity(v.rank) else "_t")
+        if trivial_permutation(rel, old_shape):
+            out = self.emit("RESHAPE", [v.name, self.shape_const(new_shape, base + "_shape")],
+                            new_shape, v.dtype, base=base)
+        else:
+            out = self.emit("TRANSPOSE", [v.name], new_shape, v.dtype, {"perms": rel},
+                            base=base)
+        self._phys[key] = out
+        return out
+
+    def reshaped(self, v: Val, shape, base: str | None = None) -> Val:
+        """``v`` reshaped (row-major, OpenVINO order) to ``shape``."""
+        shape = tuple(int(d) for d in shape)
+        if v.is_const:
+            q = v.quant.apply(lambda a: a.reshape(shape)) if v.quant is not None else None
+            return Val(shape, v.dtype, data=np.asarray(v.data).reshape(shape), quant=q)
+        if shape == tuple(v.shape):
+            return v
+        src = self.physical(v)
+        base = base or self.base("_reshape")
+        out = self.emit("RESHAPE", [src, self.shape_const(shape, base + "_shape")], shape,
+                        v.dtype, base=base)
+        return Val(shape, v.dtype, out, identity(len(shape)), codes=v.codes)
+
+    def input_val(self, layer: Layer, index: int) -> Val:
+        src, out_index = self.ir.producer(layer, index)
+        try:
+            v = self.vals[(src.id, out_index)]
+        except KeyError:
+            raise InvalidInput(f"{layer.where}: input {index} comes from {src.describe()}, "
+                               f"which was not converted") from None
+        declared = layer.inputs[index].dims
+        if tuple(declared) != tuple(v.shape):
+            if any(d < 0 for d in declared):
+                raise Unsupported(f"{layer.where}: dynamic dimensions {list(declared)} on "
+                                  f"input port {layer.inputs[index].id} (only static shapes)")
+            raise InvalidInput(f"{layer.where}: input port {layer.inputs[index].id} declares "
+                               f"{list(declared)} but {src.describe()} produces "
+                               f"{list(v.shape)}")
+        return v
+
+    def const_data(self, v: Val, what: str) -> np.ndarray:
+        if not v.is_const:
+            raise self.unsupported(f"{what} must be constant")
+        return np.asarray(v.data)
+
+    def out_dims(self, index: int = 0) -> tuple[int, ...]:
+        """Declared dims of output port ``index`` of the current layer."""
+        ports = self.layer.outputs
+        if index >= len(ports):
+            raise self.invalid(f"has no output port number {index}")
+        dims = ports[index].dims
+        if any(d < 0 for d in dims):
+            raise self.unsupported(f"dynamic output dimensions {list(dims)} (only static "
+                                   f"shapes)")
+        return tuple(dims)
+
+    def check_shape(self, computed, index: int = 0) -> tuple[int, ...]:
+        """``computed`` if it equals the declared output dims, else InvalidInput."""
+        declared = self.out_dims(index)
+        computed = tuple(int(d) for d in computed)
+        if declared != computed:
+            raise self.invalid(f"output port {self.layer.outputs[index].id} declares "
+                               f"{list(declared)}, the operation gives {list(computed)}")
+        return computed
+
+    def set_given(self, name: str, qp: QParams) -> None:
+        """Record FakeQuantize parameters for tensor ``name`` (one set per tensor)."""
+        old = self.given.get(name)
+        if old is not None and (not np.isclose(old.scalar_scale, qp.scalar_scale, rtol=1e-6)
+                                or old.zp != qp.zp):
+            raise self.unsupported(f"tensor '{name}' is already quantized differently by "
+                                   f"{self.given_by[name]} (scale {old.scalar_scale:.6g} zp "
+                                   f"{old.zp} vs scale {qp.scalar_scale:.6g} zp {qp.zp})")
+        self.given[name] = qp
+        self.given_by.setdefault(name, self.layer.describe())
+
+    # -- driver -----------------------------------------------------------------------
+    def run(self) -> Graph:
+        from compiler.frontends import openvino_fold, openvino_ops, openvino_post
+
+        for layer in self.ir.layers:
+            self.layer = layer
+            handler = openvino_ops.HANDLERS.get(layer.type)
+            ins = [self.input_val(layer, i) for i in range(len(layer.inputs))]
+            if layer.type not in CODES_PASS and any(v.codes for v in ins):
+                raise self.unsupported("integer codes used without a dequantizing "
+                                       "FakeQuantize")
+            folder = openvino_fold.FOLDERS.get(layer.type)
+            try:
+                if folder is not None and ins and all(v.is_const for v in ins):
+                    outs = folder(self, layer, ins)
+                elif handler is not None:
+                    outs = handler(self, layer, ins)
+                elif folder is not None:
+                    raise self.unsupported(f"{layer.type} of a computed (non-constant) tensor "
+                                           f"is not supported")
+                else:
+                    raise self.unsupported(f"layer type '{layer.type}' (opset "
+                                           f"'{layer.version}') has no TOSA mapping in this "
+                                           f"frontend")
+            except NpuError:
+                raise
+            except (ValueError, IndexError, ZeroDivisionError, OverflowError,
+                    FloatingPointError) as e:
+                raise self.invalid(f"cannot convert: {e}") from None
+            if len(outs) > len(layer.outputs) and layer.type != "Result":
+                raise self.invalid(f"has {len(layer.outputs)} output ports, the operation "
+                                   f"produces {len(outs)}")
+            for i, v in enumerate(outs):
+                if i < len(layer.outputs):
+                    self.check_shape(v.shape, i)
+                self.vals[(layer.id, i)] = v
+        self.layer = None
+        self._finish_outputs()
+        openvino_post.finish(self)
+        return Graph.single_block(self.block, version=(1, 0, 0, False), profiles=["PRO-FP"],
+                                  source=self.ir.path)
+
+    def boundary_perm(self, rank: int) -> tuple[int, ...]:
+        return NHWC if rank == 4 and self.layout == "nhwc" else identity(rank)
+
+    def input_perm(self, layer: Layer, rank: int) -> tuple[int, ...]:
+        """Layout of a graph input: NHWC for rank-4 NCHW inputs with ``layout="nhwc"``;
+        an input whose every use is a ``Transpose(0, 3, 1, 2)`` (a TensorFlow-style NHWC
+        input) is kept as it is."""
+        perm = self.boundary_perm(rank)
+        if perm == identity(rank):
+            return perm
+        users = [lay for lay in self.ir.layers for i in range(len(lay.inputs))
+                 if self.ir.source_of.get((lay.id, lay.inputs[i].id), (None,))[0] == layer.id]
+        if users and all(u.type == "Transpose" and self._order_is(u, NCHW_OF_NHWC)
+                         for u in users):
+            return identity(rank)
+        return perm
+
+    def _order_is(self, layer: Layer, order) -> bool:
+        try:
+            src, idx = self.ir.producer(layer, 1)
+        except (InvalidInput, IndexError):
+            return False
+        if src.type != "Const":
+            return False
+        from compiler.frontends.openvino_bin import read_const
+
+        try:
+            return [int(v) for v in read_const(src, self.weights).reshape(-1)] == list(order)
+        except NpuError:
+            return False
+
+    def output_perm(self, v: Val) -> tuple[int, ...]:
+        """Layout of a graph output: as held if that is NHWC or OpenVINO's order (no
+        transpose needed), else the boundary layout."""
+        if v.is_const:
+            return self.boundary_perm(v.rank)
+        if self.layout == "nhwc" and v.perm in (NHWC, identity(v.rank)):
+            return v.perm
+        return self.boundary_perm(v.rank)
+
+    def _finish_outputs(self) -> None:
+        block = self.block
+        # Result layers in file order (their order in the model), not execution order.
+        results = [layer for layer in self.ir.by_id.values() if layer.type == "Result"]
+        if not results:
+            raise InvalidInput(f"{self.ir.path}: the IR has no Result layer")
+        taken: set[str] = set()
+        for layer in results:
+            self.layer = layer
+            v = self.vals[(layer.id, 0)]
+            src_layer, idx = self.ir.producer(layer, 0)
+            port = src_layer.outputs[idx]
+            wanted = (port.names.split(",")[0].strip() if port.names else "") or \
+                (src_layer.name if len(src_layer.outputs) == 1 else
+                 f"{src_layer.name}:{idx}") or f"output{len(taken)}"
+            if wanted in block.inputs or wanted in taken:
+                # Output names are unique and never a graph input's.
+                wanted = self.fresh(wanted + "_out")
+            perm = self.output_perm(v)
+            src = self.physical(v, perm)
+            if src in block.inputs or src in taken or block.tensors[src].is_const:
+                shape = block.tensors[src].shape
+                src = self.emit("IDENTITY", [src], shape, block.tensors[src].dtype,
+                                base=wanted)
+            if src != wanted:
+                self.rename(src, wanted)
+                src = wanted
+            taken.add(src)
+            block.outputs.append(src)
+            self.output_info[src] = (layer.name, port.names)
+            self.boundary[src] = tuple(perm)
+        self.layer = None
+
+    def rename(self, old: str, new: str) -> None:
+        """Rename tensor ``old`` to ``new``, moving a tensor already called ``new`` aside."""
+        if old == new:
+            return
+        if new in self.block.tensors:
+            self._rename_plain(new, self.fresh(new + "_v"))
+        self._rename_plain(old, new)
+
+    def _rename_plain(self, old: str, new: str) -> None:
+        block = self.block
+        tensor = block.tensors.pop(old)
+        tensor.name = new
+        block.tensors[new] = tensor
+        for op in block.operators:
+            op.inputs = [new if n == old else n for n in op.inputs]
+            op.outputs = [new if n == old else n for n in op.outputs]
+        block.inputs = [new if n == old else n for n in block.inputs]
+        block.outputs = [new if n == old else n for n in block.outputs]
+        for mapping in (self.given, self.given_by, self.weight_given, self.boundary,
+                        self.output_info, self.code_inputs):
+            if old in mapping:
+                mapping[new] = mapping.pop(old)
+        for key, value in list(self._phys.items()):
+            if value == old:
+                self._phys[key] = new
+        for v in self.vals.values():
+            if v.name == old:
+                v.name = new
+        self.names.add(new)
