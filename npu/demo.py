@@ -18,18 +18,33 @@ import numpy as np
 
 from tosa_ir.errors import NpuError, Unsupported
 
-MODELS_DIR = Path(__file__).resolve().parent.parent / "models"
+ROOT = Path(__file__).resolve().parent.parent
+MODELS_DIR = ROOT / "models"
 MODEL_SUFFIXES = (".tosa", ".nnef", ".tgz", ".circle", ".tflite", ".xml")
+
+# Models whose weights are generated rather than committed: name -> (builder script, output
+# folder).  The builder writes <folder>/<name>_int8.tosa and <folder>/input.npz once; later runs
+# reuse them.
+GENERATED = {"alexnet": (ROOT / "tools" / "make_alexnet.py", ROOT / "build" / "alexnet")}
+
+
+def _generate(name: str) -> tuple[Path, Path]:
+    script, out = GENERATED[name]
+    model, inputs = out / f"{name}_int8.tosa", out / "input.npz"
+    if not (model.is_file() and inputs.is_file()):
+        import runpy
+
+        print(f"building {name} with {script.relative_to(ROOT)} (once; cached in {out.relative_to(ROOT)})")
+        runpy.run_path(str(script), run_name="builder")["main"](["--out", str(out), "--no-report"])
+    return model, inputs
 
 
 def find_model(name: str) -> tuple[Path, Path]:
+    if name in GENERATED:
+        return _generate(name)
     folder = MODELS_DIR / name
     if not folder.is_dir():
         known = sorted(p.name for p in MODELS_DIR.iterdir() if p.is_dir()) if MODELS_DIR.is_dir() else []
-        if name == "alexnet":
-            raise Unsupported("model 'alexnet' is not bundled yet: it needs the NNEF frontend (AlexNet "
-                              "from the NNEF spec's Appendix B) and the full compiler; bundled models: "
-                              + ", ".join(known))
         raise Unsupported(f"no bundled model {name!r}; bundled models: {', '.join(known)}")
     files = [p for p in sorted(folder.iterdir()) if p.suffix in MODEL_SUFFIXES or p.name == "graph.nnef"]
     if not files:
@@ -63,7 +78,7 @@ def main(argv=None) -> int:
         with np.load(input_path) as data:
             inputs = {k: data[k] for k in data.files}
         inputs = {n: inputs[n] if n in inputs else next(iter(inputs.values())) for n in model.input_names}
-        print(f"model {args.model}: {model_path.relative_to(MODELS_DIR.parent)}")
+        print(f"model {args.model}: {model_path.relative_to(ROOT)}")
         t = time.perf_counter()
         golden, _ = backends.run(model, inputs, "ref", DEFAULT_CONFIG)
         print(f"reference interpreter: {time.perf_counter() - t:.2f} s")
