@@ -3,14 +3,22 @@
 Oracles: graphs are built with the official serializer (``tosa_serializer``, and the
 deprecated pure-Python ``serializer``), the official C++ loader (``loadTosaFlatbuffer``)
 reads what we write, and the official reference model runs both the original and our
-rewritten files.  Expected constants are the arrays the test handed to the serializer.
+rewritten files (out of process, through tests/oracle.py: a file it cannot handle can
+abort it).  Expected constants are the arrays the test handed to the serializer.
+
+Graphs without CONST operators (constants are tensors with data in the IR) are written
+with the CONST / CONST_SHAPE operators the reference model needs; reading back shows them.
+Those tests compare with :func:`assert_same_but_added_const_ops`, which expects exactly
+the operators the official serializer had written (taken from its own files).
 """
 from __future__ import annotations
 
+import dataclasses
 import importlib.util
 import os
 import re
 import subprocess
+import sys
 import warnings
 from pathlib import Path
 
@@ -19,11 +27,14 @@ import pytest
 
 os.environ.setdefault("TOSA_MODEL_NO_BACKTRACE", "1")  # no gdb on a rejected graph
 
+pytest.importorskip("tosa_reference_model", reason="tosa-tools (official reference model) is not installed")
 import ml_dtypes  # noqa: E402  (tosa-tools dependency)
-import tosa_reference_model as trm  # noqa: E402
 import tosa_serializer as ts  # noqa: E402
 
-from tosa_ir import Block, Graph, InvalidInput, Operator, Tensor, Unsupported  # noqa: E402
+sys.path.insert(0, os.path.dirname(__file__))
+import oracle  # noqa: E402
+
+from tosa_ir import Block, Graph, InvalidInput, Operator, Region, Tensor, Unsupported  # noqa: E402
 from tosa_ir._fb import schema  # noqa: E402
 from tosa_ir._fb.flatbuf import build_table  # noqa: E402
 from tosa_ir.tosa_fb import read_tosa, write_tosa  # noqa: E402
@@ -135,9 +146,84 @@ def assert_round_trip(data: bytes, tmp_path: Path) -> Graph:
 
 
 def run_reference(data: bytes, inputs: list[np.ndarray]) -> list[np.ndarray]:
-    outputs, status = trm.run(data, inputs)
-    assert status == trm.GraphStatus.TOSA_VALID
+    """The official reference model's outputs, run in tests/oracle.py's worker process."""
+    status, outputs, log = oracle._run_binding(data, inputs, "EIGHTK")
+    assert status == "VALID", log
     return [np.asarray(o) for o in outputs]
+
+
+_CONST_OPS = ("CONST", "CONST_SHAPE")
+
+
+def _location_text(location: str, source: str, region: str, block: str, index: int) -> str:
+    """The text of an operator location after its position prefix (see tosa_fb)."""
+    prefix = f"{source}:{region}/{block}#{index}"
+    assert location == prefix or location.startswith(prefix + " "), location
+    return location[len(prefix) + 1:]
+
+
+def strip_const_ops(graph: Graph, source: str) -> tuple[Graph, dict]:
+    """A copy of ``graph`` (read from ``source``) without CONST / CONST_SHAPE operators, as
+    a frontend would build it, and ``{(region, block): [(op, tensor), ...]}`` removed.
+
+    Kept operators' locations lose their position prefix (positions change)."""
+    regions, removed = [], {}
+    for region in graph.regions:
+        blocks = []
+        for block in region.blocks:
+            ops = []
+            key = (region.name, block.name)
+            removed[key] = []
+            for i, op in enumerate(block.operators):
+                if op.op in _CONST_OPS:
+                    removed[key].append((op.op, op.outputs[0]))
+                    continue
+                text = _location_text(op.location, source, region.name, block.name, i)
+                ops.append(dataclasses.replace(op, location=text))
+            blocks.append(Block(block.name, dict(block.tensors), ops, list(block.inputs),
+                                list(block.outputs)))
+        regions.append(Region(region.name, blocks))
+    return Graph(regions, graph.version, list(graph.profiles), list(graph.extensions)), removed
+
+
+def assert_same_but_added_const_ops(original: Graph, back: Graph, added: dict, source: str) -> None:
+    """``back`` (``original`` written and read back from ``source``) is ``original`` with the
+    operators ``added`` ({(region, block): [(op, tensor)]}, in any order) placed first in
+    their block, in order of first use, then unused constants in declaration order."""
+    assert (back.version, [r.name for r in back.regions]) == \
+           (original.version, [r.name for r in original.regions])
+    for ro, rb in zip(original.regions, back.regions):
+        assert [b.name for b in ro.blocks] == [b.name for b in rb.blocks]
+        for bo, bb in zip(ro.blocks, rb.blocks):
+            assert (bb.inputs, bb.outputs, list(bb.tensors)) == (bo.inputs, bo.outputs, list(bo.tensors))
+            for name, tensor in bo.tensors.items():
+                other = bb.tensors[name]
+                assert (other.shape, other.dtype, other.variable) == \
+                       (tensor.shape, tensor.dtype, tensor.variable), name
+                assert (other.data is None) == (tensor.data is None), name
+                if tensor.data is not None:
+                    assert _same_value(other.data, tensor.data), name
+            expected = added[(ro.name, bo.name)]
+            n = len(expected)
+            new, rest = bb.operators[:n], bb.operators[n:]
+            assert sorted((op.op, op.outputs[0]) for op in new) == sorted(expected)
+            assert all(op.inputs == [] and len(op.outputs) == 1 and op.attrs == {} for op in new)
+            # Order: (operator, input position) of the first use; unused: declaration order.
+            first_use = {}
+            for i, op in enumerate(bo.operators):
+                for j, name in enumerate(op.inputs):
+                    first_use.setdefault(name, (i, j))
+            declared = list(bo.tensors)
+            keys = [first_use.get(op.outputs[0], (len(bo.operators), declared.index(op.outputs[0])))
+                    for op in new]
+            assert keys == sorted(keys), [op.outputs[0] for op in new]
+            assert len(rest) == len(bo.operators)
+            for i, (ob, oo) in enumerate(zip(rest, bo.operators)):
+                assert (ob.op, ob.inputs, ob.outputs) == (oo.op, oo.inputs, oo.outputs)
+                assert list(ob.attrs) == list(oo.attrs), oo.op
+                for key in oo.attrs:
+                    assert _same_value(ob.attrs[key], oo.attrs[key]), (oo.op, key)
+                assert _location_text(ob.location, source, rb.name, bb.name, n + i) == oo.location
 
 
 # ---------------------------------------------------------------------------------------
@@ -482,8 +568,8 @@ def test_slice_round_trip(tmp_path):
     assert _same_value(run_reference(rewritten, [x])[0], np.load(SLICE_DIR / "expected.npz")["output"])
 
 
-def test_write_graph_built_in_ir_runs_on_reference_model():
-    """A graph made directly in the IR (no file read) gives the fixture's expected output."""
+def _slice_graph_in_ir(const_ops: bool) -> Graph:
+    """The slice fixture's graph made directly in the IR, with or without CONST operators."""
     params = _load_tool().parameters()
     block = Block("main", inputs=["input"], outputs=["output"])
     consts = {"w": params["weights"], "b": params["bias"], "izp": np.array([-3], np.int8),
@@ -496,7 +582,8 @@ def test_write_graph_built_in_ir_runs_on_reference_model():
     block.add_tensor(Tensor("acc", (1, 12, 11, 20), "int32"))
     block.add_tensor(Tensor("r", (1, 12, 11, 20), "int8"))
     block.add_tensor(Tensor("output", (1, 12, 11, 20), "int8"))
-    block.operators += [Operator("CONST", [], [name]) for name in consts]
+    if const_ops:
+        block.operators += [Operator("CONST", [], [name]) for name in consts]
     block.operators += [
         Operator("CONV2D", ["input", "w", "b", "izp", "wzp"], ["acc"],
                  {"pad": [1, 1, 1, 1], "stride": [1, 1], "dilation": [1, 1], "acc_type": "INT32"}),
@@ -504,7 +591,18 @@ def test_write_graph_built_in_ir_runs_on_reference_model():
                  {"scale32": True, "rounding_mode": "SINGLE_ROUND", "per_channel": True}),
         Operator("CLAMP", ["r"], ["output"], {"min_val": -100, "max_val": 110, "nan_mode": "PROPAGATE"}),
     ]
-    data = write_tosa(Graph.single_block(block))
+    return Graph.single_block(block)
+
+
+@pytest.mark.parametrize("const_ops", [True, False])
+def test_write_graph_built_in_ir_runs_on_reference_model(const_ops):
+    """A graph made directly in the IR (no file read) gives the fixture's expected output;
+    without CONST operators too (the writer adds them: the same bytes)."""
+    graph = _slice_graph_in_ir(const_ops)
+    operators = list(graph.main.operators)
+    data = write_tosa(graph)
+    assert graph.main.operators == operators  # the graph itself is not changed
+    assert data == write_tosa(_slice_graph_in_ir(True))
     x = np.load(SLICE_DIR / "input.npz")["input"]
     assert _same_value(run_reference(data, [x])[0], np.load(SLICE_DIR / "expected.npz")["output"])
     again = read_tosa(data)
@@ -618,6 +716,91 @@ def test_python_serializer_int4_full_range(tmp_path):
     assert graph.version == (1, 1, 0, True)
     assert _same_value(graph.main.tensors[t4.name].data, values)
     assert graph.main.tensors[t48.name].data.tolist() == [-(1 << 47), (1 << 47) - 1]
+
+
+# ---------------------------------------------------------------------------------------
+# Constants without CONST operators; the software version
+# ---------------------------------------------------------------------------------------
+@pytest.mark.parametrize("make", SERIALIZER_GRAPHS, ids=lambda f: f.__name__)
+def test_const_ops_added_where_missing(make, tmp_path):
+    """Official graphs with their CONST / CONST_SHAPE operators removed (as frontends build
+    graphs): written, they get back exactly those operators (placed first, in order of
+    use), load in the official loader and give the original file's outputs."""
+    builder, inputs = make()
+    data = builder.serialize()
+    stripped, removed = strip_const_ops(read_tosa(data, source="orig.tosa"), "orig.tosa")
+    assert sum(map(len, removed.values())) >= 2
+    written = write_tosa(stripped)
+    back = read_tosa(written, source="orig.tosa")
+    assert_same_but_added_const_ops(stripped, back, removed, "orig.tosa")
+    assert write_tosa(back) == written
+    official_view(written, tmp_path)  # the official loader accepts it
+    if inputs is not None:
+        for got, want in zip(run_reference(written, inputs), run_reference(data, inputs)):
+            assert _same_value(got, want)
+
+
+def test_const_op_placement_and_exclusions():
+    """Which constants get an operator, in which order; the file runs on the official
+    model.  Constants already produced, block inputs and variables get none."""
+    rng = np.random.default_rng(7)
+    block = Block("main", inputs=["x"], outputs=["y", "k"])
+    x = rng.integers(-1000, 1000, (2, 3), dtype=np.int32)
+    values = {"k": np.array([7, 8, 9], np.int32), "a": rng.integers(-9, 9, (1, 3), dtype=np.int32),
+              "b": rng.integers(-9, 9, (2, 3), dtype=np.int32), "pre": np.array([[100]], np.int32)}
+    block.add_tensor(Tensor("x", (2, 3), "int32"))
+    for name, v in values.items():  # declared k, a, b, pre; first used b, a, pre; k unused
+        block.add_tensor(Tensor(name, v.shape, "int32", v))
+    block.add_tensor(Tensor("shp", (2,), "shape", np.array([3, 2])))
+    for name in ("t1", "t2", "t3"):
+        block.add_tensor(Tensor(name, (2, 3), "int32"))
+    block.add_tensor(Tensor("y", (3, 2), "int32"))
+    block.operators = [
+        Operator("CONST", [], ["pre"]),
+        Operator("ADD", ["x", "b"], ["t1"]),
+        Operator("ADD", ["t1", "a"], ["t2"]),
+        Operator("ADD", ["t2", "pre"], ["t3"]),
+        Operator("RESHAPE", ["t3", "shp"], ["y"]),
+    ]
+    data = write_tosa(Graph.single_block(block))
+    ops = read_tosa(data).main.operators
+    assert [(op.op, op.outputs) for op in ops[:4]] == [
+        ("CONST", ["b"]), ("CONST", ["a"]), ("CONST_SHAPE", ["shp"]), ("CONST", ["k"])]
+    assert [op.op for op in ops[4:]] == ["CONST", "ADD", "ADD", "ADD", "RESHAPE"]
+    y, k = run_reference(data, [x])
+    assert _same_value(y, (x + values["b"] + values["a"] + 100).reshape(3, 2))
+    assert _same_value(k, values["k"])
+
+    # A block input and a variable carrying data: the reference model fills them itself.
+    block = Block("main", inputs=["x"], outputs=["y"])
+    block.add_tensor(Tensor("x", (2,), "int32", np.array([1, 2], np.int32)))
+    block.add_tensor(Tensor("v", (2,), "int32", np.array([3, 4], np.int32), variable=True,
+                            variable_name="v"))
+    block.add_tensor(Tensor("y", (2,), "int32"))
+    block.operators = [Operator("ADD", ["x", "v"], ["y"])]
+    assert [op.op for op in read_tosa(write_tosa(Graph.single_block(block))).main.operators] == ["ADD"]
+
+
+def test_software_version_as_official_serializer(tmp_path):
+    """The file records the serialisation-library version and compatibility as the
+    official serializer does; the official loader reads it without the warning about
+    files that lack it."""
+    data = write_tosa(_slice_graph_in_ir(False))
+    theirs = ts.TosaSerializer("")  # its own release: what it writes and can read
+    official = tmp_path / "official.tosa"
+    official.write_bytes(graph_int4_conv()[0].serialize())
+    assert theirs.loadTosaFlatbuffer(str(official))
+    want_compat = theirs.getSerializationCompatibility()
+    ours = tmp_path / "ours.tosa"
+    ours.write_bytes(data)
+    loader = ts.TosaSerializer("")
+    assert loader.loadTosaFlatbuffer(str(ours))
+    assert loader.getSoftwareVersion().to_string() == ts.TosaSerializer("").getSoftwareVersion().to_string()
+    got_compat = loader.getSerializationCompatibility()
+    assert got_compat.min_reader_version.to_string() == want_compat.min_reader_version.to_string()
+    assert list(got_compat.features) == list(want_compat.features)
+    status, _, log = oracle._run_binding(data, [np.load(SLICE_DIR / "input.npz")["input"]], "EIGHTK")
+    assert status == "VALID" and "SerLib" not in log, log
 
 
 # ---------------------------------------------------------------------------------------

@@ -20,6 +20,26 @@ Mapping to the IR:
   file's own location text if it has one; writing strips that prefix again, so a
   read/write/read round trip gives back the same graph.
 
+Writing normalises one thing.  The official reference model (tosa-tools 2026.8) loads a
+tensor's constant data only when it allocates the tensor, which it does for block inputs,
+variables and the outputs of an operator about to run.  A constant that no operator
+produces is never allocated; since the model queues every main-block operator at load,
+in file order, the first operator reading it still runs and aborts the model on the null
+tensor (an assertion, not an ERROR status).  Official files therefore give every constant
+a CONST operator (CONST_SHAPE for shape values) ahead of its readers; IR graphs need not:
+constants are tensors with data.  ``write_tosa`` adds the missing operators at the start
+of their block, in order of first use, then unused constants in declaration order (the
+convention of ``compiler.quantize.prepare.add_const_ops``).  Reading the file back shows
+them (``read_tosa`` strips nothing: it returns what the file holds), and the original
+operators move down by as many places, which shows in the positions in their
+``location``.  A graph that already has them (any graph read from an official file) is
+written unchanged, so ``read_tosa(write_tosa(g))`` equals ``g`` for it, and
+``write_tosa(read_tosa(write_tosa(g))) == write_tosa(g)`` for every graph.
+
+Files also record the serialisation-library release they follow
+(``software_version``, ``compatibility.min_reader_version``): written as the official
+serializer of :data:`tosa_ir._fb.schema.SOFTWARE_VERSION` writes them, ignored on reading.
+
 Malformed files raise :class:`InvalidInput` with a one-line message naming the file and
 the problem; valid files using what the IR cannot hold (unranked or block-scaled
 tensors, fp8/fp6/fp4/mxint8 data) raise :class:`Unsupported`.
@@ -36,7 +56,7 @@ import numpy as np
 from tosa_ir._fb import tensor_data
 from tosa_ir._fb.flatbuf import Malformed, TableReader, build_table
 from tosa_ir._fb.schema import (
-    DTYPE, ENUMS, FILE_IDENTIFIER, OP_ATTRIBUTES, OP_CODES, OP_NAMES,
+    DTYPE, ENUMS, FILE_IDENTIFIER, OP_ATTRIBUTES, OP_CODES, OP_NAMES, SOFTWARE_VERSION,
 )
 from tosa_ir.errors import InvalidInput, NpuError, Unsupported
 from tosa_ir.graph import Block, Graph, Operator, Region, Tensor
@@ -275,7 +295,11 @@ class _GraphReader:
 # Writing
 # ---------------------------------------------------------------------------------------
 def write_tosa(graph: Graph) -> bytes:
-    """Serialise ``graph`` as a TOSA flatbuffer the official tools read.
+    """Serialise ``graph`` as a TOSA flatbuffer the official tools read and run.
+
+    Constant tensors that no operator produces get a CONST (CONST_SHAPE for shape values)
+    operator at the start of their block, as the official reference model needs (see the
+    module notes); ``graph`` itself is not changed.
 
     Raises
     ------
@@ -294,9 +318,14 @@ def write_tosa(graph: Graph) -> bytes:
             blocks.append(_block_values(block, region.name, source))
         regions.append({"name": region.name, "blocks": blocks})
     major, minor, patch, draft = graph.version
+    software = dict(zip(("_major", "_minor", "_micro", "_modifier"), SOFTWARE_VERSION))
     values = {
         "version": {"_major": major, "_minor": minor, "_patch": patch, "_draft": bool(draft)},
         "regions": regions,
+        "software_version": software,
+        # The official writer of this release asks for a reader of at least its own
+        # release; no forward-compatibility features (they are for MX types).
+        "compatibility": {"min_reader_version": software, "features": 0},
     }
     size = sum(t.data.nbytes for r in graph.regions for b in r.blocks for t in b.tensors.values()
                if t.data is not None)
@@ -318,8 +347,11 @@ def _block_values(block: Block, region: str, source: str) -> dict:
             shapes.append(_shape_values(tensor, where))
         else:
             tensors.append(_tensor_values(tensor, where))
-    operators = []
+    added = _missing_const_ops(block)
+    operators = [_operator_values(op, block, "", f"{where} added {op.op} ({op.outputs[0]!r})")
+                 for op in added]
     for index, op in enumerate(block.operators):
+        # Positions are counted without the added operators: those of a graph read from a file.
         prefix = _position(source, region, block.name, index)
         text = op.location
         if text == prefix:
@@ -329,6 +361,24 @@ def _block_values(block: Block, region: str, source: str) -> dict:
         operators.append(_operator_values(op, block, text, f"{where} operator {index} ({op.op})"))
     return {"name": block.name, "operators": operators, "tensors": tensors,
             "inputs": list(block.inputs), "outputs": list(block.outputs), "shapes": shapes}
+
+
+def _missing_const_ops(block: Block) -> list[Operator]:
+    """CONST / CONST_SHAPE operators for the constants of ``block`` that no operator
+    produces: in order of first use, then unused ones in declaration order.
+
+    Block inputs and variables are left alone: the reference model fills them itself.
+    """
+    filled = {name for op in block.operators for name in op.outputs} | set(block.inputs)
+    order = dict.fromkeys([name for op in block.operators for name in op.inputs]
+                          + list(block.tensors))
+    added = []
+    for name in order:
+        tensor = block.tensors.get(name)
+        if tensor is None or not tensor.is_const or tensor.variable or name in filled:
+            continue
+        added.append(Operator("CONST_SHAPE" if tensor.dtype == "shape" else "CONST", [], [name]))
+    return added
 
 
 def _encoded(tensor: Tensor, where: str) -> bytes | None:

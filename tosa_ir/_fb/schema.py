@@ -13,6 +13,12 @@ from dataclasses import dataclass
 
 FILE_IDENTIFIER = b"TOSA"
 
+# The serialisation-library release whose tosa.fbs this module describes.  Files record
+# the writer's release in ``TosaGraph.software_version`` and the oldest release that may
+# read them in ``compatibility.min_reader_version``; the official loader warns about
+# files without them.  We write what that release's own serializer writes.
+SOFTWARE_VERSION = (2026, 8, 0, "")
+
 # Enums: value -> name.  All are uint32 in the schema.
 DTYPE = dict(enumerate(
     "UNKNOWN BOOL INT4 INT8 INT16 INT32 INT48 FP32 FP16 BF16 SHAPE FP8E4M3 FP8E5M2 "
