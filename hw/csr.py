@@ -69,7 +69,11 @@ REGISTERS: tuple[Reg, ...] = (
     Reg("VPU_BUSY_LO", 0x38, "r", "cycles the vector unit was busy, low word"),
     Reg("VPU_BUSY_HI", 0x3C, "r", "VPU busy cycles, high word"),
     Reg("HW_ID", 0x40, "r", f"constant {HW_ID:#x} (register map version)"),
-    Reg("HW_CONFIG", 0x44, "r", "array_rows | array_cols << 8 | bus_bytes << 16 | mem_latency << 24"),
+    Reg("HW_CONFIG", 0x44, "r", "the configuration the NPU was built with", (
+        Bits("ARRAY_ROWS", 0, 8, "NpuConfig.array_rows"),
+        Bits("ARRAY_COLS", 8, 8, "NpuConfig.array_cols"),
+        Bits("BUS_BYTES", 16, 8, "NpuConfig.bus_bytes"),
+        Bits("MEM_LATENCY", 24, 8, "NpuConfig.mem_latency, saturated at 255"))),
 )
 
 BY_NAME = {r.name: r for r in REGISTERS}
@@ -87,6 +91,14 @@ def bit(reg: str, field: str) -> int:
     """Mask of a one-bit field, e.g. ``bit("STATUS", "DONE")``."""
     b = next(b for b in BY_NAME[reg].bits if b.name == field)
     return ((1 << b.width) - 1) << b.lsb
+
+
+def hw_config_value(config: NpuConfig) -> int:
+    """Value of the HW_CONFIG register for ``config`` (fields saturate at their width)."""
+    value = 0
+    for b in BY_NAME["HW_CONFIG"].bits:
+        value |= min(getattr(config, b.name.lower()), (1 << b.width) - 1) << b.lsb
+    return value
 
 
 def _field(reg: str, field: str) -> Bits:
@@ -168,8 +180,7 @@ class CsrBlock(wiring.Component):
             self.stopped.eq(done | error),
         ]
 
-        hw_config = (cfg.array_rows | cfg.array_cols << 8 | cfg.bus_bytes << 16
-                     | min(cfg.mem_latency, 255) << 24)
+        hw_config = hw_config_value(cfg)
         values = {
             "STATUS": Cat(self.running, done, error),
             "ERROR_CODE": error_code,

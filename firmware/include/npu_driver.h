@@ -1,0 +1,203 @@
+/* Portable host driver for the NPU: program images, external memory, registers, runs.
+ *
+ * C99, no operating system: the only dependencies are <stdint.h>, <stddef.h> and <string.h>,
+ * no dynamic allocation.  The host supplies register access (function pointers in npu_dev_t,
+ * or the NPU_REG_READ/NPU_REG_WRITE macros at compile time) and the CPU's view of the NPU's
+ * external memory.  See firmware/README.md for the run sequence.
+ *
+ * Program images (.npuprog, isa/program.py) are parsed in place: the driver reads the JSON
+ * header with a purpose-built scanner and keeps pointers into the image, which must stay
+ * valid while the npu_program_t is used.
+ */
+#ifndef NPU_DRIVER_H
+#define NPU_DRIVER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "npu_image.h"
+#include "npu_regs.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Compile-time limits (no allocation): override with -D.  Images beyond them are refused
+ * with NPU_E_LIMIT, never truncated. */
+#ifndef NPU_MAX_SEGMENTS
+#define NPU_MAX_SEGMENTS 64     /* segments, the instruction stream included */
+#endif
+#ifndef NPU_MAX_TENSORS
+#define NPU_MAX_TENSORS 16      /* inputs, and separately outputs */
+#endif
+#ifndef NPU_MAX_RANK
+#define NPU_MAX_RANK 8
+#endif
+#ifndef NPU_NAME_MAX
+#define NPU_NAME_MAX 128        /* bytes of a UTF-8 name, terminating NUL included */
+#endif
+
+/* Results of driver calls.  Negative values are errors. */
+typedef enum npu_status {
+    NPU_OK = 0,
+    NPU_RUNNING = 1,        /* npu_poll: the NPU has not stopped yet */
+    NPU_E_ARG = -1,         /* bad argument (NULL pointer, index out of range) */
+    NPU_E_MAGIC = -2,       /* not a program image */
+    NPU_E_VERSION = -3,     /* image format version this driver does not read */
+    NPU_E_TRUNCATED = -4,   /* the image ends before its header or a segment does */
+    NPU_E_HEADER = -5,      /* malformed JSON header (see npu_program_t.error) */
+    NPU_E_LIMIT = -6,       /* more segments/tensors/dimensions or a longer name than compiled in */
+    NPU_E_HW_ID = -7,       /* HW_ID is not the register map this driver was built for */
+    NPU_E_HW_CONFIG = -8,   /* the NPU's HW_CONFIG differs from the program's configuration */
+    NPU_E_MEMORY = -9,      /* the host memory region is smaller than the program needs */
+    NPU_E_TENSOR = -10,     /* tensor buffer size does not match the tensor */
+    NPU_E_BUSY = -11,       /* npu_start while the NPU runs */
+    NPU_E_TIMEOUT = -12,    /* npu_wait gave up */
+    NPU_E_NPU = -13,        /* the NPU stopped with an error: see npu_result_t */
+    NPU_E_STATE = -14       /* STATUS is neither busy nor stopped: the NPU was not started */
+} npu_status_t;
+
+/* The configuration a program was compiled for (isa.config.NpuConfig). */
+typedef struct npu_config {
+#define NPU_CONFIG_MEMBER_(name, dflt) uint64_t name;
+    NPU_FOR_EACH_CONFIG_FIELD(NPU_CONFIG_MEMBER_)
+#undef NPU_CONFIG_MEMBER_
+} npu_config_t;
+
+typedef struct npu_segment {
+    char name[NPU_NAME_MAX];
+    uint32_t addr;          /* external byte address */
+    uint32_t size;          /* bytes */
+    const uint8_t *data;    /* inside the image */
+} npu_segment_t;
+
+typedef struct npu_tensor {
+    char name[NPU_NAME_MAX];
+    uint32_t rank;
+    uint32_t shape[NPU_MAX_RANK];
+    int dtype;              /* NPU_DTYPE_* */
+    uint32_t itemsize;      /* bytes per element */
+    int layout;             /* NPU_LAYOUT_* */
+    uint32_t addr;          /* external byte address */
+    uint64_t count;         /* elements */
+    uint64_t nbytes;        /* bytes in external memory (layout padding included) */
+} npu_tensor_t;
+
+typedef struct npu_program {
+    npu_config_t config;
+    uint32_t program_addr;  /* external address of the instruction stream */
+    uint32_t instructions;  /* its length in NPU_INSTR_BYTES instructions */
+    uint32_t n_segments;
+    npu_segment_t segments[NPU_MAX_SEGMENTS];   /* in file order, the instruction stream included */
+    uint32_t n_inputs;
+    npu_tensor_t inputs[NPU_MAX_TENSORS];
+    uint32_t n_outputs;
+    npu_tensor_t outputs[NPU_MAX_TENSORS];
+    uint64_t extent;        /* external bytes from address 0 the program touches, bus-word rounded */
+    const char *error;      /* after a failed parse: what is wrong (static text), else NULL */
+    size_t error_offset;    /* ... and the image byte where it was found */
+} npu_program_t;
+
+/* One NPU instance.  The caller fills every field before use (the hooks marked optional may
+ * be NULL); the driver keeps no other state. */
+typedef struct npu_dev {
+    /* Register access at byte offsets NPU_REG_*.  Both must be ordered device accesses: a
+     * write32 that starts the NPU must not overtake earlier writes to external memory (use
+     * the platform's MMIO accessors with barriers, or cache_clean below). */
+    uint32_t (*read32)(void *ctx, uint32_t offset);
+    void (*write32)(void *ctx, uint32_t offset, uint32_t value);
+    void *ctx;
+    /* Optional: called between STATUS polls (wait for interrupt, sleep, yield). */
+    void (*idle)(void *ctx);
+    /* Optional cache maintenance for non-coherent DMA: clean (write back) before START,
+     * invalidate before the CPU reads what the NPU wrote. */
+    void (*cache_clean)(void *ctx, const void *addr, size_t bytes);
+    void (*cache_invalidate)(void *ctx, const void *addr, size_t bytes);
+    /* The CPU's view of the NPU's external memory: mem[a] is external byte address a, for
+     * a < mem_size.  Programs must fit below mem_size. */
+    uint8_t *mem;
+    size_t mem_size;
+} npu_dev_t;
+
+/* What the NPU reported when it stopped. */
+typedef struct npu_result {
+    uint32_t status;        /* STATUS register */
+    uint32_t error_code;    /* ERROR_CODE: NPU_ERR_* (NPU_ERR_NONE after HALT) */
+    uint32_t stop_pc;       /* STOP_PC: the HALT or the failing instruction (0 for boot errors) */
+    uint64_t cycles;        /* CYCLES: from START to the stop */
+    uint64_t unit_busy[NPU_UNIT_COUNT];   /* busy cycles, NPU_FOR_EACH_UNIT_COUNTER order */
+} npu_result_t;
+
+/* -- program images (no device access) -------------------------------------------------- */
+
+/* Parse and validate an image of `size` bytes.  On NPU_E_HEADER (and other image errors)
+ * prog->error and prog->error_offset say what and where. */
+npu_status_t npu_program_parse(npu_program_t *prog, const void *image, size_t size);
+
+/* Index of the input/output called `name`, or -1. */
+int npu_find_input(const npu_program_t *prog, const char *name);
+int npu_find_output(const npu_program_t *prog, const char *name);
+
+/* -- external memory ---------------------------------------------------------------------- */
+
+/* Zero external memory [0, prog->extent) and copy every segment to its address: the
+ * initial memory of isa.program.Program.memory_image, before inputs. */
+npu_status_t npu_load(const npu_dev_t *dev, const npu_program_t *prog);
+
+/* Write input `index` from `data`: a dense row-major (NHWC) array of `bytes` bytes of
+ * native-endian elements, converted to the tensor's layout in external memory. */
+npu_status_t npu_set_input(const npu_dev_t *dev, const npu_program_t *prog, uint32_t index,
+                           const void *data, size_t bytes);
+
+/* Read output `index` into `data` (dense row-major, native-endian, `bytes` bytes). */
+npu_status_t npu_get_output(const npu_dev_t *dev, const npu_program_t *prog, uint32_t index,
+                            void *data, size_t bytes);
+
+/* -- the device ----------------------------------------------------------------------------- */
+
+/* Fill `dev` with memory-mapped register access at `regs` (volatile 32-bit loads/stores)
+ * and the external memory window; the optional hooks are cleared. */
+void npu_dev_init_mmio(npu_dev_t *dev, volatile void *regs, uint8_t *mem, size_t mem_size);
+
+/* The HW_CONFIG value an NPU built for `config` reads. */
+uint32_t npu_expected_hw_config(const npu_config_t *config);
+
+/* Check HW_ID and HW_CONFIG against the program's configuration. */
+npu_status_t npu_check_hw(const npu_dev_t *dev, const npu_program_t *prog);
+
+#define NPU_START_IRQ 1u    /* npu_start flag: raise the interrupt when the NPU stops */
+
+/* Boot and run the loaded program: write PROG_ADDR, PROG_LEN, IRQ_ENABLE, then CTRL.START.
+ * NPU_E_BUSY if the NPU is running. */
+npu_status_t npu_start(const npu_dev_t *dev, const npu_program_t *prog, uint32_t flags);
+
+/* One look at STATUS: NPU_RUNNING, or (stopped) fill `result` and return NPU_OK after HALT
+ * or NPU_E_NPU after an error.  NPU_E_STATE if the NPU was never started. */
+npu_status_t npu_poll(const npu_dev_t *dev, npu_result_t *result);
+
+/* Poll until the NPU stops, calling dev->idle between polls; at most `max_polls` polls
+ * (0: no limit), then NPU_E_TIMEOUT. */
+npu_status_t npu_wait(const npu_dev_t *dev, uint32_t max_polls, npu_result_t *result);
+
+/* For the interrupt handler: 1 if IRQ_STATUS.PENDING was set (and is now cleared), else 0. */
+int npu_irq_ack(const npu_dev_t *dev);
+
+/* Read the stop registers (STATUS, ERROR_CODE, STOP_PC, counters) into `result`. */
+void npu_read_result(const npu_dev_t *dev, npu_result_t *result);
+
+/* npu_check_hw, npu_start (no interrupt), npu_wait. */
+npu_status_t npu_run(const npu_dev_t *dev, const npu_program_t *prog, uint32_t max_polls,
+                     npu_result_t *result);
+
+/* Names, for messages: "NPU_E_MAGIC", "DMA_OUT_OF_RANGE", ...  Never NULL. */
+const char *npu_status_name(npu_status_t status);
+const char *npu_hw_error_name(uint32_t error_code);
+
+/* sizeof of the public structs, for language bindings that mirror them. */
+void npu_struct_sizes(size_t *program, size_t *dev, size_t *result);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* NPU_DRIVER_H */

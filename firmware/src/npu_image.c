@@ -1,0 +1,511 @@
+/* Program images (.npuprog, isa/program.py): parsing, placement in external memory, and
+ * tensor conversion between dense host arrays and the layouts of isa/layout.py. */
+#include <string.h>
+
+#include "npu_driver.h"
+#include "npu_json.h"
+
+#if NPU_LAYOUT_COUNT != 2 || NPU_LAYOUT_BRICK != 0 || NPU_LAYOUT_FLAT != 1
+#error "npu_image.c converts the layouts brick and flat of isa/layout.py: teach it the new ones"
+#endif
+
+#define SMALL_STRING 24     /* dtype and layout names */
+#define MAX_BUS_BYTES 4096u
+
+/* -- parsing -------------------------------------------------------------------------------- */
+
+typedef struct parser {
+    npu_program_t *prog;
+    nj_t j;
+    size_t json_offset;     /* image offset of the JSON text, for error offsets */
+    const uint8_t *payload;
+    uint64_t payload_size;
+} parser_t;
+
+static npu_status_t image_fail(npu_program_t *prog, npu_status_t status, const char *why, size_t offset)
+{
+    prog->error = why;
+    prog->error_offset = offset;
+    return status;
+}
+
+/* An error at the scanner's position. */
+static npu_status_t fail_here(parser_t *ps, npu_status_t status, const char *why)
+{
+    return image_fail(ps->prog, status, why, ps->json_offset + (size_t)(ps->j.p - ps->j.begin));
+}
+
+static npu_status_t json_fail(parser_t *ps, int r)
+{
+    return fail_here(ps, r == NJ_TOO_LONG ? NPU_E_LIMIT : NPU_E_HEADER, ps->j.err);
+}
+
+#define TRY_JSON(expr) do { int r_ = (expr); if (r_ < 0) return json_fail(ps, r_); } while (0)
+#define TRY(expr) do { npu_status_t s_ = (expr); if (s_ != NPU_OK) return s_; } while (0)
+
+static npu_status_t read_u32(parser_t *ps, uint32_t *out)
+{
+    uint64_t v;
+    TRY_JSON(nj_uint(&ps->j, UINT32_MAX, &v));
+    *out = (uint32_t)v;
+    return NPU_OK;
+}
+
+/* A string into buf; a longer one than cap is NPU_E_LIMIT with `too_long` as the message. */
+static npu_status_t read_name(parser_t *ps, char *buf, size_t cap, const char *too_long)
+{
+    const char *at = ps->j.p;
+    int r = nj_string(&ps->j, buf, cap);
+    if (r == NJ_TOO_LONG) {
+        ps->j.p = at;
+        return fail_here(ps, NPU_E_LIMIT, too_long);
+    }
+    TRY_JSON(r);
+    return NPU_OK;
+}
+
+static npu_status_t parse_config(parser_t *ps, npu_config_t *cfg)
+{
+    char key[32];
+    int first = 1, r;
+    TRY_JSON(nj_expect(&ps->j, '{'));
+    while ((r = nj_member(&ps->j, &first, key, sizeof key)) == 1) {
+#define NPU_CONFIG_KEY_(name, dflt) \
+        if (strcmp(key, #name) == 0) { \
+            TRY_JSON(nj_uint(&ps->j, UINT64_MAX, &cfg->name)); \
+            if (cfg->name == 0) return fail_here(ps, NPU_E_HEADER, "configuration field " #name " must be positive"); \
+            continue; \
+        }
+        NPU_FOR_EACH_CONFIG_FIELD(NPU_CONFIG_KEY_)
+#undef NPU_CONFIG_KEY_
+        return fail_here(ps, NPU_E_HEADER, "unknown configuration field");
+    }
+    TRY_JSON(r);
+    if (cfg->bus_bytes & (cfg->bus_bytes - 1))
+        return fail_here(ps, NPU_E_HEADER, "configuration: bus_bytes must be a power of two");
+    /* Bounds the layout arithmetic below (HW_CONFIG holds 8 bits of it anyway). */
+    if (cfg->bus_bytes > MAX_BUS_BYTES)
+        return fail_here(ps, NPU_E_HEADER, "configuration: bus_bytes too large");
+    return NPU_OK;
+}
+
+static npu_status_t parse_segments(parser_t *ps)
+{
+    npu_program_t *prog = ps->prog;
+    int first = 1, r;
+    TRY_JSON(nj_expect(&ps->j, '['));
+    while ((r = nj_element(&ps->j, &first)) == 1) {
+        npu_segment_t *seg;
+        char key[16];
+        int mfirst = 1, m;
+        unsigned seen = 0;
+        uint64_t offset = 0;
+        if (prog->n_segments == NPU_MAX_SEGMENTS)
+            return fail_here(ps, NPU_E_LIMIT, "more segments than NPU_MAX_SEGMENTS");
+        seg = &prog->segments[prog->n_segments++];
+        TRY_JSON(nj_expect(&ps->j, '{'));
+        while ((m = nj_member(&ps->j, &mfirst, key, sizeof key)) == 1) {
+            if (strcmp(key, "name") == 0) {
+                TRY(read_name(ps, seg->name, sizeof seg->name, "segment name longer than NPU_NAME_MAX"));
+                seen |= 1;
+            } else if (strcmp(key, "addr") == 0) {
+                TRY(read_u32(ps, &seg->addr));
+                seen |= 2;
+            } else if (strcmp(key, "offset") == 0) {
+                TRY_JSON(nj_uint(&ps->j, UINT64_MAX, &offset));
+                seen |= 4;
+            } else if (strcmp(key, "size") == 0) {
+                TRY(read_u32(ps, &seg->size));
+                seen |= 8;
+            } else {
+                TRY_JSON(nj_skip(&ps->j));
+            }
+        }
+        TRY_JSON(m);
+        if (seen != 15)
+            return fail_here(ps, NPU_E_HEADER, "a segment lacks one of name, addr, offset, size");
+        if (offset > ps->payload_size || seg->size > ps->payload_size - offset)
+            return fail_here(ps, NPU_E_TRUNCATED, "a segment extends past the end of the image");
+        seg->data = ps->payload + offset;
+    }
+    TRY_JSON(r);
+    return NPU_OK;
+}
+
+static int lookup_dtype(const char *name, uint32_t *itemsize)
+{
+#define NPU_DTYPE_MATCH_(id, text, bytes) \
+    if (strcmp(name, text) == 0) { *itemsize = bytes; return id; }
+    NPU_FOR_EACH_DTYPE(NPU_DTYPE_MATCH_)
+#undef NPU_DTYPE_MATCH_
+    return -1;
+}
+
+static int lookup_layout(const char *name)
+{
+#define NPU_LAYOUT_MATCH_(id, text) if (strcmp(name, text) == 0) return id;
+    NPU_FOR_EACH_LAYOUT(NPU_LAYOUT_MATCH_)
+#undef NPU_LAYOUT_MATCH_
+    return -1;
+}
+
+/* A string enum value (dtype, layout): names longer than the buffer are unknown values. */
+static npu_status_t read_word(parser_t *ps, char *buf, size_t cap)
+{
+    const char *at = ps->j.p;
+    int r = nj_string(&ps->j, buf, cap);
+    if (r == NJ_TOO_LONG) {
+        ps->j.p = at;
+        buf[0] = 0;
+        TRY_JSON(nj_skip(&ps->j));
+        return NPU_OK;
+    }
+    TRY_JSON(r);
+    return NPU_OK;
+}
+
+static npu_status_t parse_tensor(parser_t *ps, npu_tensor_t *t)
+{
+    char key[16], word[SMALL_STRING];
+    int first = 1, r;
+    unsigned seen = 0;
+    TRY_JSON(nj_expect(&ps->j, '{'));
+    while ((r = nj_member(&ps->j, &first, key, sizeof key)) == 1) {
+        if (strcmp(key, "name") == 0) {
+            TRY(read_name(ps, t->name, sizeof t->name, "tensor name longer than NPU_NAME_MAX"));
+            seen |= 1;
+        } else if (strcmp(key, "shape") == 0) {
+            int efirst = 1, e;
+            t->rank = 0;
+            TRY_JSON(nj_expect(&ps->j, '['));
+            while ((e = nj_element(&ps->j, &efirst)) == 1) {
+                if (t->rank == NPU_MAX_RANK)
+                    return fail_here(ps, NPU_E_LIMIT, "tensor rank above NPU_MAX_RANK");
+                TRY(read_u32(ps, &t->shape[t->rank++]));
+            }
+            TRY_JSON(e);
+            seen |= 2;
+        } else if (strcmp(key, "dtype") == 0) {
+            const char *at = ps->j.p;
+            TRY(read_word(ps, word, sizeof word));
+            t->dtype = lookup_dtype(word, &t->itemsize);
+            if (t->dtype < 0) {
+                ps->j.p = at;
+                return fail_here(ps, NPU_E_HEADER, "unknown tensor dtype");
+            }
+            seen |= 4;
+        } else if (strcmp(key, "addr") == 0) {
+            TRY(read_u32(ps, &t->addr));
+            seen |= 8;
+        } else if (strcmp(key, "layout") == 0) {
+            const char *at = ps->j.p;
+            TRY(read_word(ps, word, sizeof word));
+            t->layout = lookup_layout(word);
+            if (t->layout < 0) {
+                ps->j.p = at;
+                return fail_here(ps, NPU_E_HEADER, "unknown tensor layout");
+            }
+            seen |= 16;
+        } else {
+            TRY_JSON(nj_skip(&ps->j));
+        }
+    }
+    TRY_JSON(r);
+    if (seen != 31)
+        return fail_here(ps, NPU_E_HEADER, "a tensor lacks one of name, shape, dtype, addr, layout");
+    if (t->layout == NPU_LAYOUT_BRICK && t->rank != 4)
+        return fail_here(ps, NPU_E_HEADER, "brick layout needs a rank-4 NHWC tensor");
+    return NPU_OK;
+}
+
+static npu_status_t parse_tensors(parser_t *ps, npu_tensor_t *list, uint32_t *n)
+{
+    int first = 1, r;
+    TRY_JSON(nj_expect(&ps->j, '['));
+    while ((r = nj_element(&ps->j, &first)) == 1) {
+        if (*n == NPU_MAX_TENSORS)
+            return fail_here(ps, NPU_E_LIMIT, "more inputs or outputs than NPU_MAX_TENSORS");
+        TRY(parse_tensor(ps, &list[(*n)++]));
+    }
+    TRY_JSON(r);
+    return NPU_OK;
+}
+
+static npu_status_t parse_header(parser_t *ps)
+{
+    npu_program_t *prog = ps->prog;
+    char key[16];
+    int first = 1, r;
+    unsigned seen = 0;
+    TRY_JSON(nj_expect(&ps->j, '{'));
+    while ((r = nj_member(&ps->j, &first, key, sizeof key)) == 1) {
+        if (strcmp(key, "config") == 0) {
+            TRY(parse_config(ps, &prog->config));
+            seen |= 1;
+        } else if (strcmp(key, "instructions") == 0) {
+            TRY(read_u32(ps, &prog->instructions));
+            seen |= 2;
+        } else if (strcmp(key, "segments") == 0) {
+            prog->n_segments = 0;
+            TRY(parse_segments(ps));
+            seen |= 4;
+        } else if (strcmp(key, "inputs") == 0) {
+            prog->n_inputs = 0;
+            TRY(parse_tensors(ps, prog->inputs, &prog->n_inputs));
+            seen |= 8;
+        } else if (strcmp(key, "outputs") == 0) {
+            prog->n_outputs = 0;
+            TRY(parse_tensors(ps, prog->outputs, &prog->n_outputs));
+            seen |= 16;
+        } else {
+            /* "info", and "program_addr": like isa/program.py, the program segment's
+             * address is authoritative. */
+            TRY_JSON(nj_skip(&ps->j));
+        }
+    }
+    TRY_JSON(r);
+    TRY_JSON(nj_end(&ps->j));
+    if (seen != 31)
+        return fail_here(ps, NPU_E_HEADER,
+                         "the header lacks one of config, instructions, segments, inputs, outputs");
+    return NPU_OK;
+}
+
+static uint64_t ceil_div(uint64_t a, uint64_t b)
+{
+    return a / b + (a % b != 0);
+}
+
+/* Elements and external bytes of a tensor (isa.layout.layout_bytes); 0 on overflow. */
+static int tensor_size(npu_tensor_t *t, uint64_t lanes)
+{
+    uint64_t count = 1, bytes;
+    uint32_t i;
+    for (i = 0; i < t->rank; i++) {
+        if (t->shape[i] && count > UINT64_MAX / 2 / 8 / t->shape[i])
+            return 0;
+        count *= t->shape[i];
+    }
+    t->count = count;
+    if (t->layout == NPU_LAYOUT_BRICK) {
+        /* N * ceil(C/L) * H * W bricks of L lanes; fits: C <= ceil(C/L) * L < C + L. */
+        uint64_t c = t->shape[3], cb = ceil_div(c, lanes);
+        if (c == 0) {
+            bytes = 0;
+        } else {
+            uint64_t per_c = count / c;     /* N * H * W */
+            if (per_c && cb * lanes * t->itemsize > UINT64_MAX / 2 / per_c)
+                return 0;
+            bytes = per_c * cb * lanes * t->itemsize;
+        }
+    } else {
+        bytes = count * t->itemsize;
+        bytes = ceil_div(bytes ? bytes : 1, lanes) * lanes;
+    }
+    t->nbytes = bytes;
+    return 1;
+}
+
+static npu_status_t finish(parser_t *ps)
+{
+    npu_program_t *prog = ps->prog;
+    uint64_t lanes = prog->config.bus_bytes, end = 0;
+    const npu_segment_t *code = 0;
+    uint32_t i, k;
+    for (i = 0; i < prog->n_segments; i++) {
+        const npu_segment_t *s = &prog->segments[i];
+        if (!code && strcmp(s->name, NPU_IMAGE_PROGRAM_SEGMENT) == 0)
+            code = s;
+        if ((uint64_t)s->addr + s->size > end)
+            end = (uint64_t)s->addr + s->size;
+    }
+    if (!code)
+        return image_fail(prog, NPU_E_HEADER, "no \"program\" segment", ps->json_offset);
+    if ((uint64_t)prog->instructions * NPU_INSTR_BYTES != code->size)
+        return image_fail(prog, NPU_E_HEADER, "instruction count does not match the program segment",
+                          ps->json_offset);
+    prog->program_addr = code->addr;
+    for (k = 0; k < 2; k++) {
+        npu_tensor_t *list = k ? prog->outputs : prog->inputs;
+        uint32_t n = k ? prog->n_outputs : prog->n_inputs;
+        for (i = 0; i < n; i++) {
+            if (!tensor_size(&list[i], lanes))
+                return image_fail(prog, NPU_E_HEADER, "tensor too large", ps->json_offset);
+            if (list[i].addr + list[i].nbytes > end)
+                end = list[i].addr + list[i].nbytes;
+        }
+    }
+    prog->extent = ceil_div(end, lanes) * lanes;
+    if (prog->extent > prog->config.ext_mem_bytes)
+        return image_fail(prog, NPU_E_HEADER, "the program reaches past ext_mem_bytes", ps->json_offset);
+    return NPU_OK;
+}
+
+static uint32_t le32(const uint8_t *p)
+{
+    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+
+npu_status_t npu_program_parse(npu_program_t *prog, const void *image, size_t size)
+{
+    const uint8_t *img = (const uint8_t *)image;
+    parser_t ps;
+    uint32_t jlen;
+    npu_status_t s;
+    if (!prog)
+        return NPU_E_ARG;
+    memset(prog, 0, sizeof *prog);
+#define NPU_CONFIG_DEFAULT_(name, dflt) prog->config.name = dflt;
+    NPU_FOR_EACH_CONFIG_FIELD(NPU_CONFIG_DEFAULT_)
+#undef NPU_CONFIG_DEFAULT_
+    if (!img)
+        return image_fail(prog, NPU_E_ARG, "no image", 0);
+    if (memcmp(img, NPU_IMAGE_MAGIC, size < NPU_IMAGE_MAGIC_BYTES ? size : NPU_IMAGE_MAGIC_BYTES) != 0)
+        return image_fail(prog, NPU_E_MAGIC, "not an NPU program image (bad magic)", 0);
+    if (size < NPU_IMAGE_HEADER_BYTES)
+        return image_fail(prog, NPU_E_TRUNCATED, "truncated header", size);
+    if (le32(img + NPU_IMAGE_VERSION_OFFSET) != NPU_IMAGE_VERSION)
+        return image_fail(prog, NPU_E_VERSION, "unsupported program format version", NPU_IMAGE_VERSION_OFFSET);
+    jlen = le32(img + NPU_IMAGE_JSON_LEN_OFFSET);
+    if (jlen > size - NPU_IMAGE_HEADER_BYTES)
+        return image_fail(prog, NPU_E_TRUNCATED, "truncated header", size);
+    ps.prog = prog;
+    ps.json_offset = NPU_IMAGE_HEADER_BYTES;
+    ps.payload = img + NPU_IMAGE_HEADER_BYTES + jlen;
+    ps.payload_size = size - NPU_IMAGE_HEADER_BYTES - jlen;
+    nj_init(&ps.j, img + NPU_IMAGE_HEADER_BYTES, jlen);
+    s = parse_header(&ps);
+    if (s == NPU_OK)
+        s = finish(&ps);
+    return s;
+}
+
+static int find(const npu_tensor_t *list, uint32_t n, const char *name)
+{
+    uint32_t i;
+    if (!name)
+        return -1;
+    for (i = 0; i < n; i++)
+        if (strcmp(list[i].name, name) == 0)
+            return (int)i;
+    return -1;
+}
+
+int npu_find_input(const npu_program_t *prog, const char *name)
+{
+    return prog ? find(prog->inputs, prog->n_inputs, name) : -1;
+}
+
+int npu_find_output(const npu_program_t *prog, const char *name)
+{
+    return prog ? find(prog->outputs, prog->n_outputs, name) : -1;
+}
+
+/* -- external memory -------------------------------------------------------------------- */
+
+npu_status_t npu_load(const npu_dev_t *dev, const npu_program_t *prog)
+{
+    uint32_t i;
+    if (!dev || !prog || !dev->mem)
+        return NPU_E_ARG;
+    if (prog->extent > dev->mem_size)
+        return NPU_E_MEMORY;
+    memset(dev->mem, 0, (size_t)prog->extent);
+    for (i = 0; i < prog->n_segments; i++)
+        memcpy(dev->mem + prog->segments[i].addr, prog->segments[i].data, prog->segments[i].size);
+    return NPU_OK;
+}
+
+static int host_is_little_endian(void)
+{
+    const uint16_t one = 1;
+    return *(const uint8_t *)&one == 1;
+}
+
+/* Copy `count` elements of `size` bytes between native and little-endian order (the same
+ * operation both ways). */
+static void copy_elements(uint8_t *dst, const uint8_t *src, uint64_t count, uint32_t size)
+{
+    uint64_t i;
+    uint32_t b;
+    if (size == 1 || host_is_little_endian()) {
+        memcpy(dst, src, (size_t)(count * size));
+        return;
+    }
+    for (i = 0; i < count; i++)
+        for (b = 0; b < size; b++)
+            dst[i * size + b] = src[i * size + size - 1 - b];
+}
+
+/* Checks shared by npu_set_input and npu_get_output. */
+static npu_status_t tensor_access(const npu_dev_t *dev, const npu_tensor_t *t, const void *data, size_t bytes)
+{
+    if (!dev->mem || (!data && bytes))
+        return NPU_E_ARG;
+    if (t->count > SIZE_MAX / t->itemsize || bytes != (size_t)(t->count * t->itemsize))
+        return NPU_E_TENSOR;
+    if ((uint64_t)t->addr + t->nbytes > dev->mem_size)
+        return NPU_E_MEMORY;
+    return NPU_OK;
+}
+
+/* Between a dense NHWC array and bricks [N][ceil(C/L)][H][W][L] (isa/layout.py). */
+static void convert_brick(const npu_tensor_t *t, uint64_t lanes, uint8_t *ext, uint8_t *host, int to_ext)
+{
+    uint64_t n, cb, h, w;
+    uint64_t N = t->shape[0], H = t->shape[1], W = t->shape[2], C = t->shape[3];
+    uint64_t row = lanes * t->itemsize;
+    uint8_t *brick = ext;
+    for (n = 0; n < N; n++)
+        for (cb = 0; cb * lanes < C; cb++)
+            for (h = 0; h < H; h++)
+                for (w = 0; w < W; w++, brick += row) {
+                    uint64_t c0 = cb * lanes, used = C - c0 < lanes ? C - c0 : lanes;
+                    uint8_t *dense = host + (((n * H + h) * W + w) * C + c0) * t->itemsize;
+                    if (to_ext) {
+                        copy_elements(brick, dense, used, t->itemsize);
+                        memset(brick + used * t->itemsize, 0, (size_t)((lanes - used) * t->itemsize));
+                    } else {
+                        copy_elements(dense, brick, used, t->itemsize);
+                    }
+                }
+}
+
+npu_status_t npu_set_input(const npu_dev_t *dev, const npu_program_t *prog, uint32_t index,
+                           const void *data, size_t bytes)
+{
+    const npu_tensor_t *t;
+    uint8_t *ext;
+    if (!dev || !prog || index >= prog->n_inputs)
+        return NPU_E_ARG;
+    t = &prog->inputs[index];
+    TRY(tensor_access(dev, t, data, bytes));
+    ext = dev->mem + t->addr;
+    if (t->layout == NPU_LAYOUT_BRICK) {
+        /* The host array is only read; the converter shares code with the read direction. */
+        convert_brick(t, prog->config.bus_bytes, ext, (uint8_t *)(uintptr_t)data, 1);
+    } else {
+        copy_elements(ext, (const uint8_t *)data, t->count, t->itemsize);
+        memset(ext + bytes, 0, (size_t)(t->nbytes - bytes));
+    }
+    return NPU_OK;
+}
+
+npu_status_t npu_get_output(const npu_dev_t *dev, const npu_program_t *prog, uint32_t index,
+                            void *data, size_t bytes)
+{
+    const npu_tensor_t *t;
+    uint8_t *ext;
+    if (!dev || !prog || index >= prog->n_outputs)
+        return NPU_E_ARG;
+    t = &prog->outputs[index];
+    TRY(tensor_access(dev, t, data, bytes));
+    ext = dev->mem + t->addr;
+    if (dev->cache_invalidate)
+        dev->cache_invalidate(dev->ctx, ext, (size_t)t->nbytes);
+    if (t->layout == NPU_LAYOUT_BRICK)
+        convert_brick(t, prog->config.bus_bytes, ext, (uint8_t *)data, 0);
+    else
+        copy_elements((uint8_t *)data, ext, t->count, t->itemsize);
+    return NPU_OK;
+}
