@@ -6,7 +6,12 @@ layer's cycles are the span from its first instruction's issue to its last one's
 overlapping layers share cycles; the total is the whole run's (program boot included),
 not the sum of layers.
 
-    python -m compiler.estimate MODEL.tosa [--config small|default|FILE.json]
+    python -m compiler.estimate MODEL.tosa [--config small|default|FILE.json] [--per-layer]
+
+``--per-layer`` compiles every compute layer on its own (compiler/layer_split.py), for
+graphs that do not compile as a whole: each row says whether the layer compiles, why not,
+and its estimate; a layer that only lacks instruction memory is estimated as if the
+memory were large enough (the row says how many instructions it needs).
 """
 from __future__ import annotations
 
@@ -18,7 +23,8 @@ from dataclasses import dataclass, field
 from isa.config import DEFAULT_CONFIG, SMALL_CONFIG, NpuConfig
 from tosa_ir import Graph
 
-from compiler.driver import Compilation, run_pipeline
+from compiler.driver import Compilation, InstructionMemoryFull, run_pipeline
+from compiler.ir import ConvLayer
 
 
 @dataclass
@@ -86,9 +92,11 @@ def estimate_compilation(compilation: Compilation) -> Estimate:
     config = compilation.config
     layers = []
     for layer, plan in zip(compilation.layers, compilation.plans):
-        n, oh, ow, _ = layer.out_shape
-        kh, kw = layer.kernel
-        array_macs = n * oh * ow * kh * kw * plan.cbi * plan.cbo * config.macs_per_cycle
+        array_macs = 0
+        if isinstance(layer, ConvLayer):
+            n, oh, ow, _ = layer.out_shape
+            kh, kw = layer.kernel
+            array_macs = n * oh * ow * kh * kw * plan.cbi * plan.cbo * config.macs_per_cycle
         layers.append(LayerEstimate(layer.name, layer.ops, plan.describe(), layer.macs, array_macs))
     spans, total, source = _timing(compilation)
     first = [None] * len(layers)
@@ -114,6 +122,65 @@ def estimate_graph(graph: Graph, config: NpuConfig = DEFAULT_CONFIG) -> Estimate
     return estimate_compilation(run_pipeline(graph, config))
 
 
+@dataclass
+class LayerReport:
+    """One compute layer compiled alone: ``status`` is "ok", "imem" (estimated with enough
+    instruction memory) or "unsupported" (``reason`` says why; no estimate)."""
+
+    name: str
+    ops: str
+    status: str
+    reason: str = ""
+    needed: int = 0           # "imem": instructions of the smallest program tried
+    instructions: int = 0
+    estimate: Estimate | None = None
+
+
+def estimate_layers(graph: Graph, config: NpuConfig = DEFAULT_CONFIG) -> list[LayerReport]:
+    """Compile and estimate every compute layer of ``graph`` on its own."""
+    from dataclasses import replace
+
+    from tosa_ir.errors import NpuError
+
+    from compiler.layer_split import split_layers
+
+    reports = []
+    for unit in split_layers(graph):
+        report = LayerReport(unit.name, unit.describe(), "ok")
+        try:
+            if unit.error is not None:
+                raise unit.error
+            try:
+                comp = run_pipeline(unit.graph, config)
+            except InstructionMemoryFull as e:
+                report.status, report.reason, report.needed = "imem", str(e), e.needed
+                comp = run_pipeline(unit.graph, replace(config, imem_rows=max(4 * e.needed, 1 << 16)))
+            report.instructions = len(comp.program.instructions)
+            report.estimate = estimate_compilation(comp)
+        except NpuError as e:
+            report.status, report.reason = "unsupported", str(e)
+        reports.append(report)
+    return reports
+
+
+def layers_table(reports: list[LayerReport], config: NpuConfig) -> str:
+    head = (f"{'layer':<14} {'operators':<38} {'compiles':<24} {'instr':>7} {'cycles':>10} {'MACs':>12} "
+            f"{'util%':>6}")
+    lines = [f"each layer compiled alone; {config.array_rows}x{config.array_cols} array, instruction "
+             f"memory {config.imem_rows}", head, "-" * len(head)]
+    for r in reports:
+        if r.estimate is None:
+            lines.append(f"{r.name:<14} {r.ops:<38} no: {r.reason}")
+            continue
+        est = r.estimate
+        macs = sum(layer.macs for layer in est.layers)
+        util = macs / max(est.total_cycles * config.macs_per_cycle, 1)
+        status = "yes" if r.status == "ok" else f"no: needs {r.needed} instr"
+        lines.append(f"{r.name:<14} {r.ops:<38} {status:<24} {r.instructions:>7} {est.total_cycles:>10} "
+                     f"{macs:>12} {100 * util:>6.1f}")
+    return "\n".join(lines)
+
+
 def _config(spec: str) -> NpuConfig:
     import json
     from pathlib import Path
@@ -134,11 +201,18 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m compiler.estimate", description=__doc__.splitlines()[0])
     parser.add_argument("model")
     parser.add_argument("--config", default="default")
+    parser.add_argument("--per-layer", action="store_true",
+                        help="compile and estimate every compute layer on its own")
     args = parser.parse_args(argv)
     try:
         from compiler.frontends import load_graph
 
-        print(estimate_graph(load_graph(args.model), _config(args.config)).table())
+        config = _config(args.config)
+        graph = load_graph(args.model)
+        if args.per_layer:
+            print(layers_table(estimate_layers(graph, config), config))
+        else:
+            print(estimate_graph(graph, config).table())
     except NpuError as e:
         print(f"estimate: error: {e}", file=sys.stderr)
         return e.exit_code

@@ -3,7 +3,12 @@
 A :class:`ConvLayer` is one fused CONV2D -> RESCALE [-> CLAMP] with every parameter in
 canonical form (the TOSA 1.0 and draft encodings of zero points and RESCALE parameters are
 resolved by the fusion pass), so no later pass needs to know how the graph spelled them.
-Later operators (pooling, elementwise, ...) will be further layer kinds here.
+A :class:`CopyLayer` is data movement that cannot be folded into a view or a binding
+(compiler/passes/dataflow.py): a DMA copy between two brick views.  Later operators
+(pooling, elementwise, ...) will be further layer kinds here.
+
+Layers name the tensors they read and write; where those live (a whole root buffer or a
+window of one) is the dataflow pass's business, resolved by the memory plan.
 """
 from __future__ import annotations
 
@@ -79,6 +84,64 @@ class ConvLayer:
         n, oh, ow, oc = self.out_shape
         kh, kw = self.kernel
         return n * oh * ow * oc * kh * kw * self.in_shape[3]
+
+    @property
+    def reads(self) -> list[str]:
+        return [self.input]
+
+    @property
+    def writes(self) -> list[str]:
+        return [self.output]
+
+    def where(self) -> str:
+        return f"{self.name} ({self.location})" if self.location else self.name
+
+
+@dataclass
+class CopyLayer:
+    """A DMA copy from one brick view to another (compiler/passes/lowering/copy.py).
+
+    One of three kinds, by its fields:
+
+    * ``relayout``: a RESHAPE keeping the channel count: pixel ``p`` (row-major over
+      N, H, W) of ``dst`` is pixel ``p`` of ``src``;
+    * ``pad`` not all zero: ``dst`` is ``src`` surrounded by ``pad_value`` (a PAD): per axis
+      N, H, W, C elements before and after; channel padding comes in whole bricks;
+    * otherwise a strided copy: ``dst[n, h, w, c] = src`` at ``(n, h, w)`` permuted by
+      ``perm`` (dst axis ``i`` of N, H, W is src axis ``perm[i]``), channels unchanged.
+
+    Attributes
+    ----------
+    name : str
+        ``copy0``, ...
+    src, dst : str
+        Tensors read and written (names known to the dataflow pass).
+    reason : str
+        Why the data moves, for reports (``"TRANSPOSE of H and W"``, ...).
+    ops, location
+        As :class:`ConvLayer`.
+    """
+
+    name: str
+    src: str
+    dst: str
+    reason: str
+    perm: tuple[int, int, int] = (0, 1, 2)
+    pad: tuple[int, ...] = (0,) * 8
+    pad_value: int = 0
+    relayout: bool = False
+    ops: list[str] = field(default_factory=list)
+    location: str = ""
+
+    macs = 0
+
+    @property
+    def reads(self) -> list[str]:
+        return [self.src]
+
+    @property
+    def writes(self) -> list[str]:
+        return [self.dst]
 
     def where(self) -> str:
         return f"{self.name} ({self.location})" if self.location else self.name

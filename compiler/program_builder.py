@@ -3,10 +3,8 @@ from __future__ import annotations
 
 from isa.config import NpuConfig
 from isa.instructions import INSTR_BYTES
-from isa.program import Program, TensorBinding
-from tosa_ir import Block
+from isa.program import Program
 from tosa_ir.errors import Unsupported
-from tosa_ir.graph import numpy_dtype
 
 from compiler.passes.memplan import ExtPlan, align
 from compiler.passes.schedule import Scheduled
@@ -19,8 +17,7 @@ def scratchpad_words(config: NpuConfig) -> dict[str, int]:
             "PSRAM": config.psram_rows * config.words_per_wide_row}
 
 
-def build_program(scheduled: Scheduled, ext: ExtPlan, block: Block, config: NpuConfig,
-                  info: dict) -> Program:
+def build_program(scheduled: Scheduled, ext: ExtPlan, config: NpuConfig, info: dict) -> Program:
     """The program image.  Raises Unsupported if it exceeds the instruction memory."""
     instructions = [op.instr for op in scheduled.ops]
     if len(instructions) > config.imem_rows:
@@ -38,11 +35,6 @@ def build_program(scheduled: Scheduled, ext: ExtPlan, block: Block, config: NpuC
                 raise AssertionError(f"compiler bug: pc {pc} {op.instr.name} touches {mem} up to "
                                      f"{hi} of {limits[mem]}")
 
-    def binding(name: str) -> TensorBinding:
-        place = ext.tensors[name]
-        return TensorBinding(name, place.shape, numpy_dtype(place.dtype).name, place.addr, place.layout)
-
     info = {"compiler": COMPILER_VERSION, "ext_bytes": ext.end, **info}
     return Program(config=config, instructions=instructions, program_addr=program_addr,
-                   segments=list(ext.segments), inputs=[binding(n) for n in block.inputs],
-                   outputs=[binding(n) for n in block.outputs], info=info)
+                   segments=list(ext.segments), inputs=list(ext.inputs), outputs=list(ext.outputs), info=info)

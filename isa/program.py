@@ -10,7 +10,7 @@ output lives in external memory.  File format (``.npuprog``), all integers littl
     offset 12  u32    length J of the JSON header
     offset 16  J bytes of UTF-8 JSON: {"config", "program_addr", "instructions",
                 "segments": [{"name", "addr", "offset", "size"}], "inputs"/"outputs":
-                [{"name", "shape", "dtype", "addr", "layout"}], "info"}
+                [{"name", "shape", "dtype", "addr", "layout"[, "perm"]}], "info"}
     then       the payload; segment offsets are relative to its start.  The instruction
                stream is the segment named "program" at program_addr.
 
@@ -39,16 +39,43 @@ class ProgramFormatError(ValueError):
 
 @dataclass
 class TensorBinding:
-    """Where a graph input or output lives in external memory."""
+    """Where a graph input or output lives in external memory.
+
+    ``perm`` (optional) says the memory holds the tensor transposed: ``array.transpose(perm)``
+    in ``layout`` (e.g. an NCHW graph input stored as NHWC bricks, perm ``(0, 2, 3, 1)``).
+    ``shape`` is always the graph's shape, the one the host passes and gets back.
+    """
 
     name: str
     shape: tuple[int, ...]
     dtype: str          # numpy dtype name: "int8", "int16", "int32", ...
     addr: int
     layout: str         # see isa/layout.py
+    perm: tuple[int, ...] | None = None
+
+    @property
+    def stored_shape(self) -> tuple[int, ...]:
+        """Shape of the array as laid out in memory (``shape`` permuted by ``perm``)."""
+        if self.perm is None:
+            return tuple(self.shape)
+        return tuple(self.shape[p] for p in self.perm)
 
     def nbytes(self, lanes: int) -> int:
-        return layout_bytes(self.shape, np.dtype(self.dtype), self.layout, lanes)
+        return layout_bytes(self.stored_shape, np.dtype(self.dtype), self.layout, lanes)
+
+    def pack(self, array: np.ndarray, lanes: int) -> bytes:
+        """The bytes of ``array`` (of ``shape``) as stored."""
+        array = np.asarray(array).astype(self.dtype)
+        if self.perm is not None:
+            array = array.transpose(self.perm)
+        return pack(array, self.layout, lanes)
+
+    def unpack(self, data: bytes, lanes: int) -> np.ndarray:
+        """Inverse of :meth:`pack`: the array of ``shape``."""
+        array = unpack(data, self.stored_shape, np.dtype(self.dtype), self.layout, lanes)
+        if self.perm is not None:
+            array = np.ascontiguousarray(array.transpose(np.argsort(self.perm)))
+        return array
 
 
 @dataclass
@@ -91,16 +118,13 @@ class Program:
             array = np.asarray(inputs[b.name])
             if tuple(array.shape) != tuple(b.shape):
                 raise ValueError(f"input {b.name!r} has shape {array.shape}, program expects {b.shape}")
-            data = pack(array.astype(b.dtype), b.layout, self.config.bus_bytes)
+            data = b.pack(array, self.config.bus_bytes)
             mem[b.addr:b.addr + len(data)] = data
         return mem
 
     def read_outputs(self, mem: bytes) -> dict[str, np.ndarray]:
         lanes = self.config.bus_bytes
-        return {
-            b.name: unpack(bytes(mem[b.addr:b.addr + b.nbytes(lanes)]), b.shape, np.dtype(b.dtype), b.layout, lanes)
-            for b in self.outputs
-        }
+        return {b.name: b.unpack(bytes(mem[b.addr:b.addr + b.nbytes(lanes)]), lanes) for b in self.outputs}
 
     # -- serialisation -----------------------------------------------------------------
     def to_bytes(self) -> bytes:
@@ -173,11 +197,19 @@ class Program:
 
 
 def _binding_dict(b: TensorBinding) -> dict:
-    return {"name": b.name, "shape": list(b.shape), "dtype": b.dtype, "addr": b.addr, "layout": b.layout}
+    d = {"name": b.name, "shape": list(b.shape), "dtype": b.dtype, "addr": b.addr, "layout": b.layout}
+    if b.perm is not None:      # written only when used: older images stay byte-identical
+        d["perm"] = list(b.perm)
+    return d
 
 
 def _binding(d: dict) -> TensorBinding:
-    return TensorBinding(d["name"], tuple(d["shape"]), d["dtype"], int(d["addr"]), d["layout"])
+    perm = d.get("perm")
+    if perm is not None:
+        perm = tuple(int(p) for p in perm)
+        if sorted(perm) != list(range(len(d["shape"]))):
+            raise ValueError(f"tensor {d['name']!r}: perm {list(perm)} is not a permutation of its axes")
+    return TensorBinding(d["name"], tuple(d["shape"]), d["dtype"], int(d["addr"]), d["layout"], perm)
 
 
 def is_program_file(data: bytes) -> bool:

@@ -1,4 +1,5 @@
-"""Test helper: random int8 CONV2D -> RESCALE [-> CLAMP] chains as tosa_ir graphs.
+"""Test helper: random int8 CONV2D -> RESCALE [-> CLAMP] chains, and graphs mixing them with
+data-movement operators (:class:`GraphBuilder`), as tosa_ir graphs.
 
 Builds the graphs in either TOSA form (1.0: zero points, multiplier and shift as constant
 input tensors; draft: as attributes) with parameters that keep every REQUIRE of the spec
@@ -46,11 +47,109 @@ def build_chain(rng: np.random.Generator, in_shape: tuple[int, int, int, int], s
     Bottom/right pads are increased where needed to make the output size exact (the
     spec's idiv_check), so specs need not be computed by hand.
     """
-    b = Block("main")
-    b.add_tensor(Tensor("x", in_shape, "int8"))
-    cur, shape = "x", tuple(in_shape)
+    g = GraphBuilder(rng, draft=draft, name=name, prefix=prefix)
+    cur = g.input("x", in_shape)
     for i, spec in enumerate(specs):
-        n, ih, iw, ic = shape
+        cur = g.conv(cur, spec, output if i == len(specs) - 1 else None)
+    return g.graph([cur])
+
+
+class GraphBuilder:
+    """Builds a main block operator by operator: conv layers (CONV2D -> RESCALE [-> CLAMP])
+    and the data-movement operators, in the TOSA 1.0 form (shape operands as ``shape``
+    constant inputs, pad_const an input) or the draft form (``draft``: attributes)."""
+
+    def __init__(self, rng: np.random.Generator, draft: bool = False, name: str = "test", prefix: str = ""):
+        self.rng, self.draft, self.name, self.prefix = rng, draft, name, prefix
+        self.block = Block("main")
+        self.layers = 0
+        self.count = 0
+
+    def shape(self, tensor: str) -> tuple[int, ...]:
+        return self.block.tensor(tensor).shape
+
+    def _new(self, shape, dtype="int8", data=None, name: str | None = None) -> str:
+        if name is None:
+            name = f"{self.prefix}t{self.count}"
+            self.count += 1
+        self.block.add_tensor(Tensor(name, tuple(shape), dtype, data))
+        return name
+
+    def _op(self, op: str, inputs: list[str], outputs: list[str], attrs: dict) -> None:
+        where = f"{self.name}:{op.lower()}{len(self.block.operators)}"
+        self.block.operators.append(Operator(op, inputs, outputs, attrs, where))
+
+    def _shape_operand(self, values, attr: str, inputs: list[str], attrs: dict) -> None:
+        if self.draft:
+            attrs[attr] = [int(v) for v in values]
+        else:
+            inputs.append(self._new((len(values),), "shape", np.asarray(values, np.int64)))
+
+    def input(self, name: str, shape) -> str:
+        self.block.inputs.append(self._new(shape, name=name))
+        return name
+
+    def const(self, data: np.ndarray) -> str:
+        return self._new(data.shape, "int8", np.asarray(data, np.int8))
+
+    def graph(self, outputs: list[str]) -> Graph:
+        self.block.outputs = list(outputs)
+        version = (0, 80, 0, True) if self.draft else (1, 0, 0, False)
+        return Graph.single_block(self.block, version=version, source=f"{self.name}.tosa")
+
+    # -- data movement -----------------------------------------------------------------
+    def reshape(self, x: str, shape) -> str:
+        out = self._new(shape)
+        inputs, attrs = [x], {}
+        self._shape_operand(shape, "new_shape", inputs, attrs)
+        self._op("RESHAPE", inputs, [out], attrs)
+        return out
+
+    def transpose(self, x: str, perms) -> str:
+        out = self._new([self.shape(x)[p] for p in perms])
+        self._op("TRANSPOSE", [x], [out], {"perms": [int(p) for p in perms]})
+        return out
+
+    def slice(self, x: str, start, size) -> str:
+        out = self._new(size)
+        inputs, attrs = [x], {}
+        self._shape_operand(start, "start", inputs, attrs)
+        self._shape_operand(size, "size", inputs, attrs)
+        self._op("SLICE", inputs, [out], attrs)
+        return out
+
+    def pad(self, x: str, padding, value: int) -> str:
+        """``padding``: (before, after) per axis."""
+        flat = [int(v) for pair in padding for v in pair]
+        out = self._new([b + d + a for d, (b, a) in zip(self.shape(x), padding)])
+        inputs, attrs = [x], {}
+        self._shape_operand(flat, "padding", inputs, attrs)
+        if self.draft:
+            attrs["pad_const"] = int(value)
+        else:
+            inputs.append(self._new((1,), "int8", np.array([value], np.int8)))
+        self._op("PAD", inputs, [out], attrs)
+        return out
+
+    def concat(self, xs: list[str], axis: int) -> str:
+        shape = list(self.shape(xs[0]))
+        shape[axis] = sum(self.shape(x)[axis] for x in xs)
+        out = self._new(shape)
+        self._op("CONCAT", list(xs), [out], {"axis": axis})
+        return out
+
+    def identity(self, x: str) -> str:
+        out = self._new(self.shape(x))
+        self._op("IDENTITY", [x], [out], {})
+        return out
+
+    # -- conv layers -------------------------------------------------------------------
+    def conv(self, cur: str, spec: ConvSpec, output: str | None = None) -> str:
+        """CONV2D -> RESCALE [-> CLAMP] on ``cur``; returns the layer's output tensor."""
+        rng, draft, name, b = self.rng, self.draft, self.name, self.block
+        i = self.layers
+        self.layers += 1
+        n, ih, iw, ic = self.shape(cur)
         kh, kw = spec.kernel
         pad = list(spec.pad)
         for axis, size, k in ((0, ih, kh), (1, iw, kw)):
@@ -64,7 +163,7 @@ def build_chain(rng: np.random.Generator, in_shape: tuple[int, int, int, int], s
         izp = int(rng.integers(-128, 128)) if spec.input_zp is None else spec.input_zp
         wzp = int(rng.integers(-128, 128)) if spec.weight_zp is None else spec.weight_zp
         ozp = int(rng.integers(-128, 128)) if spec.output_zp is None else spec.output_zp
-        p = f"{prefix}l{i}_"
+        p = f"{self.prefix}l{i}_"
         w = rng.integers(-128, 128, (oc, kh, kw, ic), dtype=np.int8)
         bias = rng.integers(-20000, 20000, (oc if spec.bias_per_channel else 1,)).astype(np.int32)
         nc = oc if spec.per_channel else 1
@@ -93,8 +192,7 @@ def build_chain(rng: np.random.Generator, in_shape: tuple[int, int, int, int], s
         clamp = spec.clamp
         if clamp == "random":
             clamp = None if rng.integers(0, 2) else tuple(sorted(int(v) for v in rng.integers(-128, 128, 2)))
-        last = i == len(specs) - 1
-        res = (output if last else p + "out") if clamp is None else p + "res"
+        res = (output or p + "out") if clamp is None else p + "res"
         b.add_tensor(Tensor(res, (n, oh, ow, oc), "int8"))
         r_attrs = {"scale32": spec.scale32, "per_channel": spec.per_channel,
                    "input_unsigned": False, "output_unsigned": False}
@@ -113,17 +211,14 @@ def build_chain(rng: np.random.Generator, in_shape: tuple[int, int, int, int], s
         b.operators.append(Operator("RESCALE", r_in, [res], r_attrs, f"{name}:rescale{i}"))
         cur = res
         if clamp is not None:
-            out = output if last else p + "out"
+            out = output or p + "out"
             b.add_tensor(Tensor(out, (n, oh, ow, oc), "int8"))
             c_attrs = {"min_val": clamp[0], "max_val": clamp[1]}
             if not draft:
                 c_attrs["nan_mode"] = "PROPAGATE"
             b.operators.append(Operator("CLAMP", [res], [out], c_attrs, f"{name}:clamp{i}"))
             cur = out
-        shape = (n, oh, ow, oc)
-    b.inputs, b.outputs = ["x"], [cur]
-    version = (0, 80, 0, True) if draft else (1, 0, 0, False)
-    return Graph.single_block(b, version=version, source=f"{name}.tosa")
+        return cur
 
 
 def random_spec(rng: np.random.Generator, in_hw: tuple[int, int], max_channels: int) -> ConvSpec:

@@ -1,5 +1,7 @@
 """Compiler passes, one module each, in pipeline order:
 
-fusion (graph -> layers) -> tiling (layer -> tile plan) -> memplan (external addresses) ->
-lowering (tile plan -> instructions with their footprints) -> schedule (order + wait masks).
+dataflow (graph -> layers, views, bindings; conv chains via fusion, data-movement operator
+parameters via movement) -> tiling (conv layer -> tile plan) -> memplan (external addresses)
+-> lowering (plans and copies -> instructions with their footprints) -> schedule (order +
+wait masks).
 """

@@ -1,4 +1,4 @@
-"""Graph optimiser: fuse TOSA operator chains into the layers the NPU executes.
+"""Conv fusion: the TOSA operator chains the NPU executes as one convolution layer.
 
 The NPU computes a convolution's int32 accumulators on the systolic array and turns them
 into int8 on the way out of the accumulators (ACT: bias, RESCALE, output zero point,
@@ -8,7 +8,8 @@ clamp).  So the unit of work is the chain
 
 which this pass turns into one :class:`compiler.ir.ConvLayer`, reading each parameter from
 wherever the graph's TOSA form keeps it (TOSA 1.0: zero points, multiplier and shift are
-constant input tensors; draft: attributes).  Anything else raises
+constant input tensors; draft: attributes).  The graph walk that calls it (and handles
+data movement) is compiler/passes/dataflow.py.  Forms the NPU cannot run raise
 :class:`tosa_ir.errors.Unsupported` naming the operator, its location and the reason;
 illegal graphs (the spec's ERROR_IF) raise :class:`tosa_ir.errors.TosaError`.
 """
@@ -37,39 +38,12 @@ def invalid(op: Operator, reason: str) -> InvalidInput:
     return InvalidInput(f"{op.op}{where}: {reason}")
 
 
-def fuse_graph(graph: Graph) -> list[ConvLayer]:
-    """The layers of ``graph``'s main block, in execution order.
+def fuse_graph(graph: Graph, lanes: int = 16) -> list[ConvLayer]:
+    """The convolution layers of ``graph``'s main block, in execution order (the whole
+    graph walk, data movement included, is compiler/passes/dataflow.py)."""
+    from compiler.passes.dataflow import build_dataflow
 
-    Raises
-    ------
-    Unsupported
-        For every operator that is not part of a supported fused chain.
-    TosaError, InvalidInput
-        For an illegal graph.
-    """
-    block = graph.main
-    if not block.operators:
-        raise Unsupported(f"{graph.source or 'graph'}: the main block has no operators to compile")
-    consumers = block.consumers()
-    fused: set[int] = set()
-    layers: list[ConvLayer] = []
-    for op in block.operators:
-        if id(op) in fused:
-            continue
-        if op.op in CONST_OPS:
-            if not all(name in block.tensors and block.tensor(name).is_const for name in op.outputs):
-                raise unsupported(op, "constant operator without constant data")
-            continue
-        if op.op == "CONV2D":
-            chain = _conv_chain(op, block, consumers)
-            fused.update(id(o) for o in chain)
-            layers.append(_conv_layer(chain, block, f"conv{len(layers)}"))
-        elif op.op in ("RESCALE", "CLAMP"):
-            raise unsupported(op, "only supported fused after a CONV2D (CONV2D -> RESCALE [-> CLAMP])")
-        else:
-            raise unsupported(op, "operator not supported by the NPU compiler yet")
-    _check_dataflow(layers, block)
-    return layers
+    return [layer for layer in build_dataflow(graph, lanes).layers if isinstance(layer, ConvLayer)]
 
 
 # -- pattern matching -----------------------------------------------------------------------
@@ -82,7 +56,8 @@ def _only_consumer(op: Operator, block: Block, consumers: dict, what: str) -> Op
     return users[0] if users else None
 
 
-def _conv_chain(conv: Operator, block: Block, consumers: dict) -> list[Operator]:
+def conv_chain(conv: Operator, block: Block, consumers: dict) -> list[Operator]:
+    """CONV2D -> RESCALE [-> CLAMP]: the operators one conv layer implements."""
     rescale = _only_consumer(conv, block, consumers, "CONV2D")
     if rescale is None or rescale.op != "RESCALE":
         raise unsupported(conv, "a CONV2D must be followed by exactly one RESCALE to int8 "
@@ -94,22 +69,8 @@ def _conv_chain(conv: Operator, block: Block, consumers: dict) -> list[Operator]
     return chain
 
 
-def _check_dataflow(layers: list[ConvLayer], block: Block) -> None:
-    """Every layer input is a graph input or an earlier layer's output."""
-    available = set(block.inputs)
-    for layer in layers:
-        if layer.input not in available:
-            tensor = block.tensors.get(layer.input)
-            why = "a constant" if tensor is not None and tensor.is_const else "not a graph input or a layer output"
-            raise Unsupported(f"CONV2D at {layer.location}: input {layer.input!r} is {why}")
-        available.add(layer.output)
-    for name in block.outputs:
-        if name not in available or name in block.inputs:
-            raise Unsupported(f"graph output {name!r} is not computed by any layer")
-
-
 # -- parameter access (TOSA 1.0 tensors or draft attributes) -----------------------------------
-def _tensor(op: Operator, block: Block, index: int, what: str):
+def input_tensor(op: Operator, block: Block, index: int, what: str):
     if index >= len(op.inputs):
         raise invalid(op, f"missing input {what}")
     try:
@@ -118,17 +79,17 @@ def _tensor(op: Operator, block: Block, index: int, what: str):
         raise invalid(op, f"input {what} {op.inputs[index]!r} is not declared") from None
 
 
-def _const(op: Operator, block: Block, index: int, what: str) -> np.ndarray:
-    tensor = _tensor(op, block, index, what)
+def const_input(op: Operator, block: Block, index: int, what: str) -> np.ndarray:
+    tensor = input_tensor(op, block, index, what)
     if not tensor.is_const:
         raise unsupported(op, f"{what} must be a constant tensor")
     return np.asarray(tensor.data)
 
 
-def _scalar(op: Operator, block: Block, index: int, attr: str) -> int:
+def scalar_input(op: Operator, block: Block, index: int, attr: str) -> int:
     """A zero point: input tensor ``index`` (TOSA 1.0) or attribute ``attr`` (draft)."""
     if len(op.inputs) > index:
-        data = _const(op, block, index, attr)
+        data = const_input(op, block, index, attr)
         if data.size != 1:
             raise invalid(op, f"{attr} must hold one value, not shape {data.shape}")
         return int(data.reshape(-1)[0])
@@ -161,22 +122,23 @@ def _expect(op: Operator, block: Block, name: str, dtype: str, what: str, rank: 
 
 
 # -- the fused layer ---------------------------------------------------------------------------
-def _conv_layer(chain: list[Operator], block: Block, name: str) -> ConvLayer:
+def conv_layer(chain: list[Operator], block: Block, name: str) -> ConvLayer:
+    """The fused layer of ``chain`` (from :func:`conv_chain`), parameters checked."""
     conv, rescale = chain[0], chain[1]
     clamp = chain[2] if len(chain) > 2 else None
 
     x = _expect(conv, block, conv.inputs[0], "int8", "input", 4)
-    w_tensor = _tensor(conv, block, 1, "weight")
+    w_tensor = input_tensor(conv, block, 1, "weight")
     _expect(conv, block, w_tensor.name, "int8", "weight", 4)
-    weights = _const(conv, block, 1, "weight").astype(np.int8)
-    bias = _const(conv, block, 2, "bias")
+    weights = const_input(conv, block, 1, "weight").astype(np.int8)
+    bias = const_input(conv, block, 2, "bias")
     _expect(conv, block, conv.inputs[2], "int32", "bias", 1)
     acc = _expect(conv, block, conv.outputs[0], "int32", "output", 4)
     acc_type = conv.attrs.get("acc_type")
     if acc_type not in (None, "INT32", "int32"):
         raise unsupported(conv, f"acc_type {acc_type}; the NPU accumulates in int32")
-    input_zp = _scalar(conv, block, 3, "input_zp")
-    weight_zp = _scalar(conv, block, 4, "weight_zp")
+    input_zp = scalar_input(conv, block, 3, "input_zp")
+    weight_zp = scalar_input(conv, block, 4, "weight_zp")
     pad = _ints(conv, "pad", 4)
     stride = _ints(conv, "stride", 2)
     dilation = _ints(conv, "dilation", 2)
@@ -239,10 +201,10 @@ def _rescale_params(op: Operator, block: Block, shape):
     scale32 = bool(op.attrs.get("scale32", False))
     per_channel = bool(op.attrs.get("per_channel", False))
     if len(op.inputs) > 1:   # TOSA 1.0: multiplier, shift, input_zp, output_zp are inputs
-        multiplier = _const(op, block, 1, "multiplier").astype(np.int64).reshape(-1)
-        shift = _const(op, block, 2, "shift").astype(np.int64).reshape(-1)
-        input_zp = _scalar(op, block, 3, "input_zp")
-        output_zp = _scalar(op, block, 4, "output_zp")
+        multiplier = const_input(op, block, 1, "multiplier").astype(np.int64).reshape(-1)
+        shift = const_input(op, block, 2, "shift").astype(np.int64).reshape(-1)
+        input_zp = scalar_input(op, block, 3, "input_zp")
+        output_zp = scalar_input(op, block, 4, "output_zp")
         mode = op.attrs.get("rounding_mode", "SINGLE_ROUND")
         if mode not in ("SINGLE_ROUND", "DOUBLE_ROUND"):
             raise unsupported(op, f"rounding_mode {mode}; the NPU does SINGLE_ROUND and DOUBLE_ROUND")

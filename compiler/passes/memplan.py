@@ -1,30 +1,28 @@
-"""External memory planning: an address for every constant, graph input, output and
-intermediate tensor.
+"""External memory planning: an address for every constant and every root buffer of the
+dataflow (compiler/passes/dataflow.py), and so for every tensor view and I/O binding.
 
 Layout, from address 0 (every region aligned to ``ALIGN`` bytes):
 
-* constant segments (each layer's weights and parameters, zero-point fill words);
-* graph inputs, then graph outputs, each in its own region for the whole run;
-* intermediate tensors (a layer's output read only by later layers), first-fit in a pool
-  where a region is reused once every reader of its previous tensor has run;
+* constant segments (each layer's weights and parameters, pad fill words, constant
+  activations as bricks);
+* graph inputs, then the buffers graph outputs are bound to, each for the whole run;
+* intermediate buffers, first-fit in a pool where a region is reused once every layer
+  touching its previous buffer has run (the scheduler orders the reuse by footprints);
 * the instruction stream, placed last by compiler/program_builder.py (so no address
   depends on the final instruction count).
-
-Activation tensors use the ``brick`` layout (isa/layout.py), so a brick is one bus word and
-one ASRAM row.  Rank-4 int8 tensors only: graph inputs no layer reads keep ``flat``.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from isa.config import NpuConfig
-from isa.layout import layout_bytes
-from isa.program import Segment
-from tosa_ir import Block
+from isa.layout import layout_bytes, pack
+from isa.program import Segment, TensorBinding
 from tosa_ir.errors import Unsupported
 from tosa_ir.graph import numpy_dtype
 
-from compiler.ir import ConvLayer
+from compiler.passes.dataflow import Binding, Dataflow, Root
+from compiler.views import BrickView
 
 ALIGN = 64
 
@@ -34,76 +32,90 @@ def align(value: int, to: int = ALIGN) -> int:
 
 
 @dataclass
-class TensorPlace:
-    name: str
-    addr: int
-    nbytes: int
-    layout: str
-    shape: tuple[int, ...]
-    dtype: str
-
-
-@dataclass
 class ExtPlan:
     """Where everything lives in external memory."""
 
-    tensors: dict[str, TensorPlace] = field(default_factory=dict)
-    constants: dict[str, int] = field(default_factory=dict)
+    roots: dict[str, int] = field(default_factory=dict)           # root -> address
+    views: dict[str, BrickView] = field(default_factory=dict)     # tensor -> absolute view
+    constants: dict[str, int] = field(default_factory=dict)       # segment -> address
     segments: list[Segment] = field(default_factory=list)
+    inputs: list[TensorBinding] = field(default_factory=list)
+    outputs: list[TensorBinding] = field(default_factory=list)
     end: int = 0
 
-    def addr(self, tensor: str) -> int:
-        return self.tensors[tensor].addr
+    def view(self, tensor: str) -> BrickView:
+        return self.views[tensor]
 
 
-def plan_memory(block: Block, layers: list[ConvLayer], constants: dict[str, bytes],
-                config: NpuConfig) -> ExtPlan:
-    """Place ``constants`` (segment name -> bytes) and every activation tensor."""
+def root_bytes(root: Root, lanes: int) -> int:
+    return layout_bytes(root.shape, numpy_dtype(root.dtype), root.layout, lanes)
+
+
+def plan_memory(flow: Dataflow, constants: dict[str, bytes], config: NpuConfig) -> ExtPlan:
+    """Place ``constants`` (segment name -> bytes) and every root buffer of ``flow``."""
     lanes = config.bus_bytes
     plan = ExtPlan()
     cursor = 0
-    for name, data in constants.items():
-        plan.constants[name] = cursor
-        plan.segments.append(Segment(name, cursor, bytes(data)))
+
+    def segment(name: str, data: bytes) -> int:
+        nonlocal cursor
+        at = cursor
+        plan.segments.append(Segment(name, at, bytes(data)))
         cursor = align(cursor + len(data))
+        return at
 
-    read_by = {layer.input for layer in layers}
+    for name, data in constants.items():
+        plan.constants[name] = segment(name, data)
+    for root in flow.roots.values():
+        if root.kind == "const":
+            plan.roots[root.name] = segment(f"const.{root.name}", pack(root.data, "brick", lanes))
 
-    def place(name: str, at: int) -> TensorPlace:
-        tensor = block.tensor(name)
-        layout = "brick" if len(tensor.shape) == 4 and (tensor.dtype == "int8") else "flat"
-        if name in read_by and layout != "brick":
-            raise Unsupported(f"tensor {name!r}: the NPU reads rank-4 int8 activations, "
-                              f"not {tensor.dtype} {tensor.shape}")
-        nbytes = layout_bytes(tensor.shape, numpy_dtype(tensor.dtype), layout, lanes)
-        plan.tensors[name] = TensorPlace(name, at, nbytes, layout, tuple(tensor.shape), tensor.dtype)
-        return plan.tensors[name]
+    def pin(root: Root) -> None:
+        nonlocal cursor
+        if root.name not in plan.roots:
+            plan.roots[root.name] = cursor
+            cursor = align(cursor + root_bytes(root, lanes))
 
-    for name in list(block.inputs) + [o for o in block.outputs if o not in block.inputs]:
-        cursor = align(cursor + place(name, cursor).nbytes)
+    for b in flow.inputs + flow.outputs:
+        pin(flow.root_of(b.tensor))
 
-    # Intermediates: lifetime [producing layer, last reading layer], first-fit reuse.
-    pinned = set(block.inputs) | set(block.outputs)
-    last_use = {}
-    for i, layer in enumerate(layers):
-        last_use[layer.input] = i
+    # Intermediates: lifetime [first layer touching, last layer touching], first-fit reuse.
+    first: dict[str, int] = {}
+    last: dict[str, int] = {}
+    for i, layer in enumerate(flow.layers):
+        for tensor in layer.reads + layer.writes:
+            root = flow.root_of(tensor).name
+            first.setdefault(root, i)
+            last[root] = i
     live: list[tuple[int, int, int]] = []     # (last use, addr, size)
     pool_end = cursor
-    for i, layer in enumerate(layers):
+    for root in sorted((r for r in first if r not in plan.roots), key=lambda r: first[r]):
+        i = first[root]
         live = [entry for entry in live if entry[0] >= i]
-        name = layer.output
-        if name in pinned:
-            continue
-        size = align(place(name, 0).nbytes)
+        size = align(root_bytes(flow.roots[root], lanes))
         addr = _first_fit(live, cursor, size)
-        plan.tensors[name].addr = addr
-        live.append((last_use.get(name, i), addr, size))
+        plan.roots[root] = addr
+        live.append((last[root], addr, size))
         pool_end = max(pool_end, addr + size)
     plan.end = align(pool_end)
     if plan.end > config.ext_mem_bytes:
         raise Unsupported(f"the program needs {plan.end} bytes of external memory; the NPU "
                           f"configuration has {config.ext_mem_bytes}")
+
+    for tensor in flow.refs:
+        root = flow.root_of(tensor)
+        if root.layout == "brick" and root.name in plan.roots:
+            view = flow.view(tensor)
+            plan.views[tensor] = replace(view, addr=plan.roots[root.name] + view.addr)
+    plan.inputs = [_binding(b, flow, plan) for b in flow.inputs]
+    plan.outputs = [_binding(b, flow, plan) for b in flow.outputs]
     return plan
+
+
+def _binding(b: Binding, flow: Dataflow, plan: ExtPlan) -> TensorBinding:
+    root = flow.root_of(b.tensor)
+    addr = plan.views[b.tensor].addr if b.tensor in plan.views else plan.roots[root.name]
+    return TensorBinding(b.name, tuple(b.shape), numpy_dtype(b.dtype).name, addr, b.layout, b.perm)
 
 
 def _first_fit(live: list[tuple[int, int, int]], base: int, size: int) -> int:

@@ -189,16 +189,16 @@ def plan_candidates(layer: ConvLayer, config: NpuConfig) -> list[ConvPlan]:
         f"WSRAM {config.wsram_rows} rows, ACC {config.acc_rows} rows)")
 
 
-def choose_plans(candidates: list[list[ConvPlan]], config: NpuConfig) -> list[ConvPlan]:
+def choose_plans(candidates: list[list[ConvPlan]], config: NpuConfig, reserved: int = 0) -> list[ConvPlan]:
     """One plan per layer: the cheapest, stepping down to plans with fewer instructions,
     where that costs the fewest cycles per instruction saved, until the whole program
-    fits the instruction memory (if it can)."""
+    (with ``reserved`` instructions of other layers) fits the instruction memory (if it can)."""
     choice = [0] * len(candidates)
 
     def instructions(i: int, k: int) -> int:
         return candidates[i][k].estimate["instructions"]
 
-    total = 1 + sum(instructions(i, 0) for i in range(len(candidates)))
+    total = 1 + reserved + sum(instructions(i, 0) for i in range(len(candidates)))
     while total > config.imem_rows:
         best = None
         for i, k in enumerate(choice):

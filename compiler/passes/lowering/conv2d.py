@@ -21,7 +21,7 @@ from isa.config import NpuConfig
 from isa.instructions import Sram
 
 from compiler.ops import Op, new_op
-from compiler.passes.lowering.dma import Window, load_window
+from compiler.passes.lowering.dma import Window, fill_name, load_window
 from compiler.passes.memplan import ExtPlan
 from compiler.passes.tiling import ConvPlan
 from compiler.passes.weights import PARAM_ROWS
@@ -47,24 +47,22 @@ class Ring:
 def constant_names(layer_name: str, input_zp: int) -> dict[str, str]:
     """Names of the constant segments a conv layer reads."""
     return {"weights": f"{layer_name}.weights", "params": f"{layer_name}.params",
-            "fill": f"fill.{input_zp & 0xFF:02x}"}
+            "fill": fill_name(input_zp)}
 
 
 def lower_conv(plan: ConvPlan, ext: ExtPlan, config: NpuConfig, index: int) -> list[Op]:
     layer = plan.layer
     lanes, cols = config.array_rows, config.array_cols
     bus = config.bus_bytes
-    n_img, ih, iw, _ = layer.in_shape
-    _, oh, ow, _ = layer.out_shape
+    _, ih, iw, _ = layer.in_shape
     kh, kw = layer.kernel
     (sy, sx), (dy, dx) = layer.stride, layer.dilation
     pad_top, _, pad_left, _ = layer.pad
     taps = plan.taps
     step = plan.row_step
     names = constant_names(layer.name, layer.input_zp)
-    in_base, out_base = ext.addr(layer.input), ext.addr(layer.output)
+    src, dst = ext.view(layer.input), ext.view(layer.output)   # windows of larger buffers, maybe
     w_base, p_base, fill_addr = (ext.constants[names[k]] for k in ("weights", "params", "fill"))
-    plane_in = ih * iw * bus                   # bytes per input-channel block of one image
     wpr = config.words_per_wide_row
     tile_bytes = lanes * cols                  # one weight tile
     pixels = plan.th * plan.tw                 # ACC and output slot size
@@ -99,10 +97,10 @@ def lower_conv(plan: ConvPlan, ext: ExtPlan, config: NpuConfig, index: int) -> l
             islot, resident = inputs.use((ti, grp.cb0))
             a_base = islot * plan.in_slot_rows
             if not resident:
-                win = Window(base=in_base + (t.n * plan.cbi + grp.cb0) * plane_in, height=ih, width=iw,
-                             plane_bytes=plane_in, pad_top=pad_top, pad_left=pad_left,
-                             row0=t.oy * sy, row_step=step, rows=rows, col0=t.ox * sx, cols=cols_in,
-                             planes=grp.ncb)
+                win = Window(base=src.word(t.n, grp.cb0, 0, 0), height=ih, width=iw,
+                             line_bytes=src.strides[2], plane_bytes=src.strides[1],
+                             pad_top=pad_top, pad_left=pad_left, row0=t.oy * sy, row_step=step, rows=rows,
+                             col0=t.ox * sx, cols=cols_in, planes=grp.ncb)
                 ops += load_window(config, index, win, a_base, fill_addr, layer.input_zp)
             wslot, resident = weights.use((o, g))
             w_slot = wslot * plan.w_slot_rows
@@ -125,13 +123,13 @@ def lower_conv(plan: ConvPlan, ext: ExtPlan, config: NpuConfig, index: int) -> l
                             acc_addr=acc_of[ob], accumulate=0 if first else 1,
                             a_zp=layer.input_zp, w_zp=layer.weight_zp))
                 if g == plan.groups - 1:       # block complete: free its ACC slot at once
-                    dst = plan.asram_out_base + (out_next % plan.out_slots) * pixels
+                    out_row = plan.asram_out_base + (out_next % plan.out_slots) * pixels
                     out_next += 1
-                    ops.append(op("ACT", acc_addr=acc_of[ob], count=t.th * t.tw, dst_addr=dst,
+                    ops.append(op("ACT", acc_addr=acc_of[ob], count=t.th * t.tw, dst_addr=out_row,
                                   param_addr=p_row + j * PARAM_ROWS, out_zp=layer.output_zp,
                                   clamp_min=layer.clamp[0], clamp_max=layer.clamp[1],
                                   scale32=int(layer.scale32), double_round=int(layer.double_round)))
-                    ops.append(op("DMA_STORE", sram=Sram.ASRAM, sram_addr=dst,
-                                  ext_addr=out_base + (((t.n * plan.cbo + ob) * oh + t.oy) * ow + t.ox) * bus,
-                                  len0=t.tw, len1=t.th, len2=1, stride1=ow * bus))
+                    ops.append(op("DMA_STORE", sram=Sram.ASRAM, sram_addr=out_row,
+                                  ext_addr=dst.word(t.n, ob, t.oy, t.ox),
+                                  len0=t.tw, len1=t.th, len2=1, stride1=dst.strides[2]))
     return ops

@@ -1,9 +1,9 @@
 """DMA helpers shared by the lowerings: windows of brick tensors with padding, fills.
 
-A *window* is the part of one image of a brick tensor (``[N][CB][H][W][L]``) that one
-output tile reads: ``rows`` rows every ``row_step`` rows starting at padded row ``row0``,
-``cols`` consecutive columns starting at padded column ``col0``, for ``planes`` consecutive
-channel blocks.  Coordinates are in the padded image (``pad_top`` rows and ``pad_left``
+A *window* is the part of one image of a brick tensor (``[N][CB][H][W][L]``, or a view
+of one: compiler/views.py) that one output tile reads: ``rows`` rows every ``row_step``
+rows starting at padded row ``row0``, ``cols`` consecutive columns starting at padded
+column ``col0``, for ``planes`` consecutive channel blocks.  Coordinates are in the padded image (``pad_top`` rows and ``pad_left``
 columns before the real data); whatever falls outside the real image is padding and gets
 ``pad_value``.  In ASRAM the window is ``[plane][row][col]``, one brick per row.
 
@@ -31,6 +31,7 @@ class Window:
     base: int          # external address of the image (n) and first plane (channel block)
     height: int        # real rows of the image
     width: int         # real columns
+    line_bytes: int    # external bytes from one row to the next
     plane_bytes: int   # external bytes from one channel block to the next
     pad_top: int
     pad_left: int
@@ -53,7 +54,7 @@ def load_window(config: NpuConfig, layer: int, win: Window, sram_addr: int, fill
                 pad_value: int) -> list[Op]:
     """DMA_LOADs writing ``win`` to ASRAM rows ``sram_addr ..`` (``[plane][row][col]``)."""
     bus = config.bus_bytes
-    line = win.width * bus
+    line = win.line_bytes
     ra, rb = _split(win.row0, win.rows, win.row_step, win.pad_top, win.pad_top + win.height)
     ca, cb = _split(win.col0, win.cols, 1, win.pad_left, win.pad_left + win.width)
     top, bottom, left, right = ra, win.rows - rb, ca, win.cols - cb
@@ -94,6 +95,11 @@ def load_window(config: NpuConfig, layer: int, win: Window, sram_addr: int, fill
                 at += win.cols
         ops += fill(config, layer, at, bottom * win.cols, fill_addr)
     return ops
+
+
+def fill_name(value: int) -> str:
+    """Name of the constant segment holding one bus word of the byte ``value``."""
+    return f"fill.{value & 0xFF:02x}"
 
 
 def fill(config: NpuConfig, layer: int, sram_addr: int, count: int, fill_addr: int,

@@ -1,0 +1,443 @@
+"""Dataflow: every tensor of the graph as a brick view of a root buffer, and the layers
+that compute them.
+
+The graph walk of the compiler.  Operators become:
+
+* **layers** (compiler/ir.py): fused convolutions (compiler/passes/fusion.py), and
+  :class:`compiler.ir.CopyLayer` DMA copies where data has to move;
+* **views** (nothing to execute): a tensor that is a window of another one's bytes is a
+  :class:`Ref` to it, resolved to a :class:`compiler.views.BrickView` of a *root* buffer;
+* **bindings**: how the host lays out graph inputs and reads outputs (isa/program.py).
+
+What each data-movement operator becomes (``L`` = bus bytes = channels per brick):
+
+==========  =====================================================================================
+RESHAPE     a view when the brick bytes of both shapes coincide (compiler/views.py
+            ``same_bytes``: e.g. ``[1,1,1,C] <-> [1,C]``, or any change of N/H/W with C <= L);
+            a DMA copy re-laying the pixels when the channel count stays; else Unsupported
+            (values would change lanes)
+TRANSPOSE   of a graph input, when the input feeds only such TRANSPOSEs: folded into the
+            input binding (the host packs the transposed array); of a graph output: folded
+            into the output binding; interior, permuting only N/H/W: a strided DMA copy;
+            moving the channel axis: Unsupported
+SLICE       a view (the consumer's DMA reads the window: start offsets in the address, sizes
+            in the lengths); channel starts must be multiples of L
+PAD         folded into each consumer CONV2D whose input zero point equals the pad value
+            (H/W padding only); else a DMA copy with pad fill (channel padding in whole bricks)
+CONCAT      in place: a producer (conv or copy) whose only use is the CONCAT writes straight
+            into its slot of the concatenated root; other inputs are copied there.  Along
+            channels every input but the last must be a whole number of bricks
+IDENTITY    a view
+==========  =====================================================================================
+
+Graph outputs bound to a graph input, or to a view that is not a whole brick tensor, are
+copied into a buffer of their own.  Lanes past a tensor's channel count inside its last
+brick are don't-care everywhere: convolutions multiply them by zero weights (the weight
+zero point), the host drops them, and channel concatenation never puts them inside.
+"""
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from tosa_ir import Graph, Operator
+from tosa_ir.errors import Unsupported
+
+from compiler.ir import ConvLayer, CopyLayer
+from compiler.passes import movement
+from compiler.passes.fusion import CONST_OPS, conv_chain, conv_layer, scalar_input, unsupported
+from compiler.views import BrickView, dense_strides, flat_compatible, same_bytes, shape4
+
+POOLING_OPS = ("MAX_POOL2D", "AVG_POOL2D")
+SUPPORTED_OPS = CONST_OPS + ("CONV2D", "RESCALE", "CLAMP") + movement.MOVEMENT_OPS
+VPU_REASON = "moving values between lanes needs VPU instructions the ISA does not have yet"
+
+
+@dataclass
+class Root:
+    """A buffer in external memory: one brick tensor (``layout`` "brick", NHWC ``shape``),
+    or, for a graph input no layer reads, the graph's tensor as ``flat`` bytes."""
+
+    name: str
+    shape: tuple[int, ...]
+    kind: str                        # "input", "const" or "computed"
+    layout: str = "brick"
+    dtype: str = "int8"
+    data: np.ndarray | None = None   # constants: the values (NHWC)
+
+
+@dataclass(frozen=True)
+class Ref:
+    """Where a tensor's bytes are: the root ``parent`` itself (``root``), or a window of the
+    tensor ``parent`` starting at NHWC element ``offset``, or (``reshape``) the bytes of the
+    whole tensor ``parent`` read as a brick tensor of this tensor's shape."""
+
+    parent: str
+    root: bool = False
+    offset: tuple[int, int, int, int] = (0, 0, 0, 0)
+    reshape: bool = False
+
+
+@dataclass
+class Binding:
+    """A graph input or output: graph ``name`` and ``shape``, held by the view of
+    ``tensor`` (a key of :attr:`Dataflow.refs`) in ``layout``, transposed by ``perm``
+    (isa.program.TensorBinding)."""
+
+    name: str
+    shape: tuple[int, ...]
+    dtype: str
+    tensor: str
+    layout: str
+    perm: tuple[int, ...] | None = None
+
+
+@dataclass
+class Dataflow:
+    """What the walk found: layers in execution order, roots, views, bindings."""
+
+    lanes: int
+    layers: list = field(default_factory=list)
+    roots: dict[str, Root] = field(default_factory=dict)
+    refs: dict[str, Ref] = field(default_factory=dict)
+    shapes: dict[str, tuple[int, int, int, int]] = field(default_factory=dict)
+    inputs: list[Binding] = field(default_factory=list)
+    outputs: list[Binding] = field(default_factory=list)
+
+    def root_of(self, name: str) -> Root:
+        ref = self.refs[name]
+        return self.roots[ref.parent] if ref.root else self.root_of(ref.parent)
+
+    def view(self, name: str) -> BrickView:
+        """The tensor ``name`` in its root (addresses relative to the root's start)."""
+        ref, shape, lanes = self.refs[name], self.shapes[name], self.lanes
+        if ref.root:
+            root = self.roots[ref.parent]
+            return BrickView(root.name, 0, shape, dense_strides(root.shape, lanes), lanes)
+        parent = self.view(ref.parent)
+        if ref.reshape:
+            return BrickView(parent.root, parent.addr, shape, dense_strides(shape, lanes), lanes)
+        return parent.window(ref.offset, shape)
+
+
+def build_dataflow(graph: Graph, lanes: int) -> Dataflow:
+    """Walk ``graph``'s main block (see the module docstring).
+
+    Raises
+    ------
+    Unsupported
+        An operator or form the NPU cannot run, naming the operator, where, and why.
+    TosaError, InvalidInput
+        An illegal graph.
+    """
+    return _Walk(graph, lanes).run()
+
+
+def check_operators(graph: Graph) -> None:
+    """Unsupported for the first operator the compiler has no lowering for, counting the rest."""
+    block = graph.main
+    if not block.operators:
+        raise Unsupported(f"{graph.source or 'graph'}: the main block has no operators to compile")
+    bad = [op for op in block.operators if op.op not in SUPPORTED_OPS]
+    if not bad:
+        return
+    others = Counter(op.op for op in bad[1:])
+    also = f" (also not supported yet: {', '.join(f'{k} x{v}' for k, v in others.items())})" if others else ""
+    raise unsupported(bad[0], _reason(bad[0].op) + also)
+
+
+def _reason(op: str) -> str:
+    if op in POOLING_OPS:
+        return "pooling needs VPU instructions the ISA does not have yet"
+    return "operator not supported by the NPU compiler yet"
+
+
+class _Walk:
+    def __init__(self, graph: Graph, lanes: int):
+        self.graph, self.block, self.lanes = graph, graph.main, lanes
+        self.consumers = self.block.consumers()
+        self.producers = self.block.producers()
+        self.flow = Dataflow(lanes)
+        self.done: set[int] = set()                          # operators already handled
+        self.folded_pads: set[str] = set()                   # PAD outputs nobody needs whole
+        self.output_perms: dict[str, tuple[str, tuple]] = {}  # graph output -> (tensor, perm)
+        self.counts = Counter()
+
+    # -- driver -------------------------------------------------------------------------
+    def run(self) -> Dataflow:
+        check_operators(self.graph)
+        self._bind_inputs()
+        for op in self.block.operators:
+            if id(op) in self.done or op.op in CONST_OPS:
+                if op.op in CONST_OPS and not all(
+                        name in self.block.tensors and self.block.tensor(name).is_const for name in op.outputs):
+                    raise unsupported(op, "constant operator without constant data")
+                continue
+            if op.op == "CONV2D":
+                self._conv(op)
+            elif op.op in ("RESCALE", "CLAMP"):
+                raise unsupported(op, "only supported fused after a CONV2D (CONV2D -> RESCALE [-> CLAMP])")
+            else:
+                getattr(self, "_" + op.op.lower())(op)
+        self._bind_outputs()
+        return self.flow
+
+    # -- tensors ------------------------------------------------------------------------
+    def _name(self, kind: str) -> str:
+        self.counts[kind] += 1
+        return f"{kind}{self.counts[kind] - 1}"
+
+    def _root(self, name: str, shape, kind: str, **extra) -> str:
+        self.flow.roots[name] = Root(name, tuple(shape), kind, **extra)
+        self.flow.refs[name] = Ref(name, root=True)
+        self.flow.shapes[name] = tuple(shape)
+        return name
+
+    def _alias(self, name: str, ref: Ref, shape) -> None:
+        self.flow.refs[name] = ref
+        self.flow.shapes[name] = tuple(shape)
+
+    def _require(self, op: Operator, name: str) -> str:
+        """``name`` as something with a view: computed earlier, a graph input or a constant."""
+        if name in self.flow.refs:
+            return name
+        tensor = self.block.tensors.get(name)
+        if tensor is not None and tensor.is_const:
+            s4 = shape4(tensor.shape)
+            if tensor.dtype != "int8" or s4 is None:
+                raise unsupported(op, f"constant {name!r} is {tensor.dtype} {tensor.shape}; the NPU reads "
+                                      f"int8 activations of rank 1 to 4")
+            return self._root(name, s4, "const", data=np.asarray(tensor.data, np.int8).reshape(s4))
+        if name in self.block.inputs:
+            raise unsupported(op, f"graph input {name!r} is {tensor.dtype} {tensor.shape}; the NPU reads "
+                                  f"int8 activations of rank 1 to 4")
+        raise unsupported(op, f"input {name!r} is not a graph input or the output of a supported operator")
+
+    def _needed(self, name: str) -> bool:
+        return bool(self.consumers.get(name)) or name in self.block.outputs
+
+    def _copy(self, op: Operator | None, src: str, dst: str, reason: str, **kind) -> None:
+        self.flow.layers.append(CopyLayer(self._name("copy"), src, dst, reason,
+                                          ops=[op.describe()] if op else [],
+                                          location=op.location if op else "", **kind))
+
+    # -- graph inputs and outputs ----------------------------------------------------------
+    def _bind_inputs(self) -> None:
+        for x in self.block.inputs:
+            tensor = self.block.tensor(x)
+            users = self.consumers.get(x, [])
+            s4 = shape4(tensor.shape) if tensor.dtype == "int8" and min(tensor.shape, default=1) > 0 else None
+            brick = s4 is not None and (len(tensor.shape) == 4 or flat_compatible(s4, self.lanes))
+            if not brick:
+                if s4 is not None and users:
+                    raise Unsupported(
+                        f"graph input {x!r} of shape {tensor.shape}: a rank-{len(tensor.shape)} tensor is "
+                        f"read as bricks of shape {s4}, which the host can lay out (as row-major bytes) only "
+                        f"for one pixel or exactly {self.lanes} channels")
+                # Raw bytes no layer reads (for other types, _require refuses readers).
+                if min(tensor.shape, default=1) < 0 and not users:
+                    raise Unsupported(f"graph input {x!r} has unknown dimensions {tensor.shape}")
+                self._root(x, tensor.shape, "input", layout="flat", dtype=tensor.dtype)
+                self.flow.inputs.append(Binding(x, tensor.shape, tensor.dtype, x, "flat"))
+                continue
+            perm = self._input_transpose(x, users)
+            if perm is not None:
+                # The host packs the transposed array: each TRANSPOSE output is the root.
+                root = self._root(f"{x}@{''.join(map(str, perm))}", tuple(s4[p] for p in perm), "input")
+                for user in users:
+                    self._alias(user.outputs[0], Ref(root, root=True), self.flow.shapes[root])
+                    self.done.add(id(user))
+                self.flow.inputs.append(Binding(x, tensor.shape, "int8", root, "brick", perm))
+                continue
+            self._root(x, s4, "input")
+            layout = "brick" if len(tensor.shape) == 4 else "flat"     # flat: the same bytes
+            self.flow.inputs.append(Binding(x, tensor.shape, "int8", x, layout))
+
+    def _input_transpose(self, x: str, users: list[Operator]) -> tuple[int, ...] | None:
+        """The perm if ``x`` (rank 4) feeds only TRANSPOSEs with one same perm."""
+        if not users or x in self.block.outputs or len(self.block.tensor(x).shape) != 4:
+            return None
+        perms = set()
+        for user in users:
+            if user.op != "TRANSPOSE" or user.inputs[0] != x:
+                return None
+            perms.add(movement.transpose_perm(user, self.block))
+        if len(perms) != 1:
+            return None
+        perm = perms.pop()
+        return None if perm == (0, 1, 2, 3) else perm
+
+    def _bind_outputs(self) -> None:
+        for y in self.block.outputs:
+            tensor = self.block.tensor(y)
+            perm = None
+            if y in self.output_perms:
+                src, p4 = self.output_perms[y]
+                perm = tuple(int(i) for i in np.argsort(p4))
+                layout = "brick"
+            else:
+                if y not in self.flow.refs:
+                    raise Unsupported(f"graph output {y!r} is not computed by any layer")
+                src = y
+                if self.flow.root_of(y).layout == "flat":
+                    raise Unsupported(f"graph output {y!r} is a graph input of {tensor.dtype} {tensor.shape} "
+                                      f"that the NPU does not read (int8 of rank 1 to 4 only)")
+                layout = "brick" if len(tensor.shape) == 4 else "flat"
+                if layout == "flat" and not flat_compatible(self.flow.shapes[y], self.lanes):
+                    raise Unsupported(
+                        f"graph output {y!r} of shape {tensor.shape}: a rank-{len(tensor.shape)} tensor is "
+                        f"held as bricks of shape {self.flow.shapes[y]}, which the host can read (as row-major "
+                        f"bytes) only for one pixel or exactly {self.lanes} channels")
+            view = self.flow.view(src)
+            kind = self.flow.root_of(src).kind
+            if kind == "input" or not view.dense:
+                why = "is a graph input" if kind == "input" else "is a window of a larger buffer"
+                copy = self._root(f"{y}@out", view.shape, "computed")
+                self._copy(None, src, copy, f"graph output {y!r} {why}")
+                src = copy
+            self.flow.outputs.append(Binding(y, tensor.shape, "int8", src, layout, perm))
+
+    # -- compute ------------------------------------------------------------------------
+    def _conv(self, op: Operator) -> None:
+        chain = conv_chain(op, self.block, self.consumers)
+        layer: ConvLayer = conv_layer(chain, self.block, self._name("conv"))
+        self.done.update(id(o) for o in chain)
+        src, pad = layer.input, list(layer.pad)
+        while src in self.producers and self.producers[src].op == "PAD":
+            pad_op = self.producers[src]
+            fold = self._pad_fold(pad_op, op)
+            if fold is None:
+                break
+            for i, p in enumerate(fold):
+                pad[i] += p
+            if src in self.folded_pads:
+                layer.ops.insert(0, pad_op.describe())
+            src = pad_op.inputs[0]
+        layer.input = self._require(op, src)
+        layer.in_shape = self.flow.shapes[src]
+        layer.pad = tuple(pad)
+        self._root(layer.output, layer.out_shape, "computed")
+        self.flow.layers.append(layer)
+
+    def _pad_fold(self, pad_op: Operator, conv: Operator) -> tuple[int, int, int, int] | None:
+        """(top, bottom, left, right) if ``pad_op`` folds into ``conv``'s padding: H/W
+        padding only, with the conv's input zero point as value (what the conv pads with)."""
+        if conv.op != "CONV2D" or conv.inputs[0] != pad_op.outputs[0]:
+            return None
+        (n0, n1, h0, h1, w0, w1, c0, c1), value = movement.pad_params(pad_op, self.block)
+        if n0 or n1 or c0 or c1 or value != scalar_input(conv, self.block, 3, "input_zp"):
+            return None
+        return h0, h1, w0, w1
+
+    # -- data movement ------------------------------------------------------------------
+    def _identity(self, op: Operator) -> None:
+        s4 = movement.identity_check(op, self.block)
+        self._alias(op.outputs[0], Ref(self._require(op, op.inputs[0])), s4)
+
+    def _slice(self, op: Operator) -> None:
+        start, size = movement.slice_params(op, self.block)
+        if start[3] % self.lanes:
+            raise unsupported(op, f"the slice starts at channel {start[3]}, not a multiple of {self.lanes} "
+                                  f"(one brick); {VPU_REASON}")
+        self._alias(op.outputs[0], Ref(self._require(op, op.inputs[0]), offset=start), size)
+
+    def _reshape(self, op: Operator) -> None:
+        in4, out4 = movement.reshape_check(op, self.block)
+        x, out = self._require(op, op.inputs[0]), op.outputs[0]
+        if in4 == out4:
+            self._alias(out, Ref(x), out4)
+            return
+        if same_bytes(in4, out4, self.lanes):
+            if self.flow.view(x).dense:
+                self._alias(out, Ref(x, reshape=True), out4)
+            elif self._needed(out):
+                # Gather the window into a whole buffer whose bytes the output then is.
+                root = self._root(out, out4, "computed")
+                as_in = self._root_alias(f"{out}@{'x'.join(map(str, in4))}", root, in4)
+                self._copy(op, x, as_in, "RESHAPE of a window of a larger buffer")
+            return
+        if in4[3] != out4[3]:
+            raise unsupported(op, f"{self.block.tensor(x).shape} -> {self.block.tensor(out).shape} regroups "
+                                  f"channels ({in4[3]} -> {out4[3]}) and the bricks differ; {VPU_REASON}")
+        if self._needed(out):
+            self._root(out, out4, "computed")
+            self._copy(op, x, out, "RESHAPE re-lays the pixels", relayout=True)
+
+    def _root_alias(self, name: str, root: str, shape) -> str:
+        """A tensor holding the bytes of the whole root ``root`` as a brick tensor of ``shape``."""
+        self._alias(name, Ref(root, reshape=True), shape)
+        return name
+
+    def _transpose(self, op: Operator) -> None:
+        perm = movement.transpose_perm(op, self.block)
+        x, out = op.inputs[0], op.outputs[0]
+        x = self._require(op, x)
+        if perm == (0, 1, 2, 3):
+            self._alias(out, Ref(x), self.flow.shapes[x])
+            return
+        if out in self.block.outputs and not self.consumers.get(out) and len(self.block.tensor(out).shape) == 4:
+            self.output_perms[out] = (x, perm)     # the host reads the transposed array
+            return
+        if perm[3] != 3:
+            perms = movement.ints(movement.operand(op, self.block, 1, ("perms", "perm")))
+            raise unsupported(op, f"perms {perms} move the channel axis; {VPU_REASON} (only N/H/W "
+                                  f"permutations are DMA copies; at graph inputs and outputs any "
+                                  f"permutation is the host's)")
+        if self._needed(out):
+            self._root(out, movement.activation(op, self.block, out, "output"), "computed")
+            axes = "".join("NHW"[p] for p in perm[:3])
+            self._copy(op, x, out, f"TRANSPOSE NHW -> {axes}", perm=tuple(perm[:3]))
+
+    def _pad(self, op: Operator) -> None:
+        pad, value = movement.pad_params(op, self.block)
+        out = op.outputs[0]
+        users = self.consumers.get(out, [])
+        if out not in self.block.outputs and all(self._pad_fold(op, u) is not None for u in users):
+            self.folded_pads.add(out)     # every consumer pads by itself (or none uses it)
+            return
+        n, h, w, c = movement.activation(op, self.block, op.inputs[0], "input")
+        lanes = self.lanes
+        if pad[6] % lanes:
+            raise unsupported(op, f"pads {pad[6]} channels before, not a multiple of {lanes} (one brick); "
+                                  f"{VPU_REASON}")
+        if pad[7] and c % lanes:
+            raise unsupported(op, f"pads channels after {c} channels, which end inside a brick; {VPU_REASON}")
+        x = self._require(op, op.inputs[0])
+        self._root(out, movement.activation(op, self.block, out, "output"), "computed")
+        self._copy(op, x, out, f"PAD with {value}", pad=pad, pad_value=value)
+
+    def _concat(self, op: Operator) -> None:
+        axis, shapes = movement.concat_axis(op, self.block)
+        out = op.outputs[0]
+        lanes = self.lanes
+        if axis == 3:
+            for k, s in enumerate(shapes[:-1]):
+                if s[3] % lanes:
+                    raise unsupported(op, f"input {k} ({op.inputs[k]!r}) has {s[3]} channels, not a multiple "
+                                          f"of {lanes}, so the next input would start inside a brick; "
+                                          f"{VPU_REASON}")
+        root = self._root(out, movement.activation(op, self.block, out, "output"), "computed")
+        at = 0
+        for k, (name, s) in enumerate(zip(op.inputs, shapes)):
+            offset = [0, 0, 0, 0]
+            offset[axis] = at
+            at += s[axis]
+            if self._placeable(name, op):
+                # The producer writes straight into its slot: its root becomes a window.
+                del self.flow.roots[name]
+                self._alias(name, Ref(root, offset=tuple(offset)), s)
+                continue
+            src = self._require(op, name)
+            slot = f"{out}[{k}]"
+            self._alias(slot, Ref(root, offset=tuple(offset)), s)
+            self._copy(op, src, slot, f"CONCAT input {k} cannot be written in place")
+
+    def _placeable(self, name: str, concat: Operator) -> bool:
+        """True if ``name`` can live in its CONCAT slot: a root that a layer computes, used
+        only by this CONCAT (once), not a graph output."""
+        ref, root = self.flow.refs.get(name), self.flow.roots.get(name)
+        return (ref is not None and ref.root and ref.parent == name and root is not None
+                and root.kind == "computed" and len(self.consumers.get(name, [])) == 1
+                and concat.inputs.count(name) == 1 and name not in self.block.outputs)

@@ -1,0 +1,86 @@
+"""Compiler on the headline model: AlexNet from tools/make_alexnet.py at reduced width
+(channels / 16; same operators, shapes and spatial sizes as the full model).
+
+The whole graph stops only at MAX_POOL2D (no pooling instructions in the ISA yet); every
+other layer, its data movement included (the NNEF frontend's input TRANSPOSE and
+size-trimming SLICE), compiles on its own, moves no data, and runs bit-exactly on the ISA
+simulator against the reference interpreter.
+"""
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from isa.config import DEFAULT_CONFIG
+from compiler.driver import compile_graph, run_pipeline
+from compiler.ir import CopyLayer
+from compiler.layer_split import split_layers
+from sim.isa_sim import IsaSim
+from sim.reference import run_graph
+from tosa_ir.errors import Unsupported
+from tosa_ir.tosa_fb import read_tosa
+
+ROOT = Path(__file__).resolve().parents[1]
+POOL = r"MAX_POOL2D at \S+ .*: pooling needs VPU instructions the ISA does not have yet"
+
+
+@pytest.fixture(scope="module")
+def alexnet(tmp_path_factory):
+    spec = importlib.util.spec_from_file_location("make_alexnet", ROOT / "tools" / "make_alexnet.py")
+    tool = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(tool)
+    out = tmp_path_factory.mktemp("alexnet16")
+    tool.build(out, width_div=16, calib=2, test=1, report=False, log=lambda *a: None)
+    graph = read_tosa((out / "alexnet_int8.tosa").read_bytes(), source="alexnet_int8.tosa")
+    with np.load(out / "input.npz") as data:
+        x = data[data.files[0]]
+    return out, graph, x
+
+
+def test_whole_graph_stops_only_at_pooling(alexnet):
+    _, graph, _ = alexnet
+    with pytest.raises(Unsupported, match=rf"^{POOL} \(also not supported yet: MAX_POOL2D x2\)$"):
+        compile_graph(graph, DEFAULT_CONFIG)
+
+
+def test_every_other_layer_runs_alone(alexnet):
+    _, graph, x = alexnet
+    units = split_layers(graph)
+    assert [u.describe() for u in units] == (
+        ["TRANSPOSE+SLICE+CONV2D+RESCALE+CLAMP", "SLICE+MAX_POOL2D"] + ["CONV2D+RESCALE+CLAMP", "MAX_POOL2D"]
+        + ["CONV2D+RESCALE+CLAMP"] * 3 + ["MAX_POOL2D"] + ["CONV2D+RESCALE+CLAMP"] * 2 + ["CONV2D+RESCALE"])
+    rng = np.random.default_rng(0)
+    for unit in units:
+        if "MAX_POOL2D" in unit.describe():
+            with pytest.raises(Unsupported, match=rf"^{POOL}$"):
+                run_pipeline(unit.graph, DEFAULT_CONFIG)
+            continue
+        comp = run_pipeline(unit.graph, DEFAULT_CONFIG)
+        assert not any(isinstance(layer, CopyLayer) for layer in comp.layers), unit.name
+        block = unit.graph.main
+        inputs = {name: x if name == graph.main.inputs[0] else
+                  rng.integers(-128, 128, block.tensor(name).shape, dtype=np.int8) for name in block.inputs}
+        expected = run_graph(unit.graph, inputs)
+        program = comp.program
+        result = IsaSim(DEFAULT_CONFIG).run(program, program.memory_image(inputs))
+        assert result.ok, result.error_message
+        got = program.read_outputs(result.memory)
+        np.testing.assert_array_equal(got[unit.name], expected[unit.name], err_msg=unit.name)
+    first = run_pipeline(units[0].graph, DEFAULT_CONFIG).program.inputs[0]
+    assert (first.shape, first.perm) == ((1, 3, 224, 224), (0, 2, 3, 1))
+
+
+def test_per_layer_estimate(alexnet, capsys):
+    from compiler.estimate import main
+
+    out, _, _ = alexnet
+    assert main([str(out / "alexnet_int8.tosa"), "--per-layer"]) == 0
+    table = capsys.readouterr().out
+    rows = {line.split()[0]: line for line in table.splitlines()[3:]}
+    assert list(rows) == ["relu1", "pool1", "relu2", "pool2", "relu3", "relu4", "relu5", "pool3", "relu6",
+                          "relu7", "conv8"]
+    assert all(" yes " in rows[name] for name in rows if not name.startswith("pool"))
+    assert all("pooling needs VPU instructions" in rows[name] for name in rows if name.startswith("pool"))
