@@ -6,8 +6,9 @@ Python callbacks into :class:`RegisterModel`, which implements the register sema
 hw/csr.py and, on CTRL.START, boots and runs whatever the driver put in the shared memory
 buffer on the ISA simulator (it sees only the registers and that memory, never the
 Program object).  Expected values: the official reference model's output
-(models/slice/expected.npz), isa/program.py's own image reader and memory image, and the
-ISA simulator's counters for an independent run.
+(models/slice/expected.npz), the reference interpreter's (sim.reference.run_graph) for a
+compiled graph with transposed inputs and outputs, isa/program.py's own image reader, memory
+image and output reader, and the ISA simulator's counters for an independent run.
 
 A second build (the npu_info tool) runs under AddressSanitizer/UBSan on every proper prefix
 and on mutated headers of an image.
@@ -17,17 +18,19 @@ from __future__ import annotations
 import copy
 import ctypes as C
 import json
+import os
 import re
 import shutil
 import struct
 import subprocess
+import sys
 from dataclasses import fields
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from compiler.driver import compile_file
+from compiler.driver import compile_file, run_pipeline
 from hw import csr_header
 from hw.csr import BY_NAME, HW_ID, REGISTERS, UNITS, bit, hw_config_value
 from isa.asm import assemble
@@ -35,6 +38,10 @@ from isa.config import DEFAULT_CONFIG, SMALL_CONFIG, NpuConfig
 from isa.instructions import ErrorCode
 from isa.program import Program, Segment, TensorBinding
 from sim.isa_sim import IsaSim
+from sim.reference import run_graph
+
+sys.path.insert(0, os.path.dirname(__file__))
+from compiler_graphs import ConvSpec, GraphBuilder  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 FW = ROOT / "firmware"
@@ -108,7 +115,7 @@ class SegmentC(C.Structure):
 
 class TensorC(C.Structure):
     _fields_ = [("name", NAME), ("rank", C.c_uint32), ("shape", C.c_uint32 * LIMITS["NPU_MAX_RANK"]),
-                ("dtype", C.c_int), ("itemsize", C.c_uint32), ("layout", C.c_int), ("addr", C.c_uint32),
+                ("perm", C.c_uint32 * LIMITS["NPU_MAX_RANK"]), ("dtype", C.c_int), ("itemsize", C.c_uint32), ("layout", C.c_int), ("addr", C.c_uint32),
                 ("count", C.c_uint64), ("nbytes", C.c_uint64)]
 
 
@@ -311,6 +318,7 @@ def slice_programs():
 def _parse(lib, image: bytes):
     prog = ProgramC()
     status = lib.npu_program_parse(C.byref(prog), image, len(image))
+    prog.image = image      # the driver points into the image: keep it alive with the parse
     return status, prog
 
 
@@ -333,7 +341,13 @@ def _with_header(image: bytes, header: dict | str) -> bytes:
 
 
 def _tensor(t: TensorC) -> tuple:
-    return (t.name.decode(), tuple(t.shape[:t.rank]), t.addr, t.nbytes)
+    return (t.name.decode(), tuple(t.shape[:t.rank]), tuple(t.perm[:t.rank]), t.addr, t.nbytes)
+
+
+def _binding(b: TensorBinding, lanes: int) -> tuple:
+    """What the C parse of ``b`` must hold: no perm reads as the identity."""
+    perm = tuple(range(len(b.shape))) if b.perm is None else b.perm
+    return (b.name, b.shape, perm, b.addr, b.nbytes(lanes))
 
 
 def _assert_same_program(prog: ProgramC, program: Program):
@@ -345,7 +359,7 @@ def _assert_same_program(prog: ProgramC, program: Program):
     lanes = program.config.bus_bytes
     for c_list, n, py_list in ((prog.inputs, prog.n_inputs, program.inputs),
                                (prog.outputs, prog.n_outputs, program.outputs)):
-        assert [_tensor(t) for t in c_list[:n]] == [(b.name, b.shape, b.addr, b.nbytes(lanes)) for b in py_list]
+        assert [_tensor(t) for t in c_list[:n]] == [_binding(b, lanes) for b in py_list]
     assert prog.extent == program.memory_extent()
 
 
@@ -357,13 +371,16 @@ def test_parse_agrees_with_program_reader(lib, slice_programs, config):
 
 
 def test_parse_any_json_formatting(lib, slice_programs):
-    """Whitespace, key order, escapes, unknown keys and every JSON value type in "info"."""
+    """Whitespace, key order, escapes, an explicit identity perm and a null one, and every
+    JSON value type in "info" (the one place where any field is skipped)."""
     program = copy.deepcopy(slice_programs[SMALL_CONFIG])
     program.inputs[0].name = "in/\u00e9t\u00e9 \"q\" \\ \U0001F600"
+    program.inputs[0].perm = (0, 1, 2, 3)
     program.info = {"f": [1.5e-3, -2, 0, True, False, None, {"a": [[], {}]}], "s": "x\ty\u2028"}
     image = program.to_bytes()
     header = _header(image)
-    header["future_field"] = {"nested": [1, 2.0, "three"]}
+    header["info"]["future_field"] = {"nested": [1, 2.0, "three"]}
+    header["outputs"][0]["perm"] = None
     text = json.dumps(dict(reversed(list(header.items()))), indent=3, ensure_ascii=True)
     reformatted = _with_header(image, text.replace(": ", " :\r\n\t "))
     prog = _parsed(lib, reformatted)
@@ -395,6 +412,22 @@ HEADER_ERRORS = {
     "unknown layout": (lambda h: h["outputs"][0].update(layout="tiled"), "NPU_E_HEADER", "unknown tensor layout"),
     "brick rank": (lambda h: h["inputs"][0].update(shape=[12, 11, 5]), "NPU_E_HEADER", "rank-4"),
     "tensor field": (lambda h: h["outputs"][0].pop("addr"), "NPU_E_HEADER", "tensor lacks"),
+    # Unknown fields are refused, never skipped (but inside "info"): a future binding or
+    # segment field could change where or how the data lies.
+    "unknown tensor field": (lambda h: h["inputs"][0].update(stride=[1, 2]), "NPU_E_HEADER", "unknown tensor field"),
+    "unknown output field": (lambda h: h["outputs"][0].update(zero_point=0), "NPU_E_HEADER", "unknown tensor field"),
+    "long tensor field": (lambda h: h["inputs"][0].update(a_very_long_field_name=0), "NPU_E_HEADER",
+                          "unknown tensor field"),
+    "unknown segment field": (lambda h: h["segments"][1].update(compressed=True), "NPU_E_HEADER",
+                              "unknown segment field"),
+    "unknown header field": (lambda h: h.update(future_field={}), "NPU_E_HEADER", "unknown header field"),
+    "perm rank": (lambda h: h["inputs"][0].update(perm=[0, 2, 1]), "NPU_E_HEADER", "not a permutation"),
+    "perm repeats": (lambda h: h["inputs"][0].update(perm=[0, 1, 1, 3]), "NPU_E_HEADER", "not a permutation"),
+    "perm range": (lambda h: h["outputs"][0].update(perm=[0, 1, 2, 4]), "NPU_E_HEADER", "not a permutation"),
+    "perm type": (lambda h: h["inputs"][0].update(perm="0231"), "NPU_E_HEADER", "expected an array"),
+    "perm element": (lambda h: h["inputs"][0].update(perm=[0, 2, 3, -1]), "NPU_E_HEADER", "non-negative integer"),
+    "perm limit": (lambda h: h["inputs"][0].update(perm=list(range(LIMITS["NPU_MAX_RANK"] + 1))), "NPU_E_LIMIT",
+                   "perm longer than NPU_MAX_RANK"),
     "segment field": (lambda h: h["segments"][1].pop("size"), "NPU_E_HEADER", "segment lacks"),
     "config field": (lambda h: h["config"].update(warp_drive=1), "NPU_E_HEADER", "unknown configuration field"),
     "config value": (lambda h: h["config"].update(bus_bytes=0), "NPU_E_HEADER", "must be positive"),
@@ -433,18 +466,19 @@ def test_header_errors(lib, slice_programs, case):
 @pytest.mark.parametrize("text, message", [
     ('{"config": {}, }', "expected a string"),
     ('{"config": {}} x', "trailing characters"),
-    ('{"a": [1, 2,]}', "trailing comma"),
-    ('{"a": "\\x"}', "bad escape"),
-    ('{"a": "\\ud800"}', "lone high surrogate"),
-    ('{"a": 01}', "expected ',' or '}'"),
-    ('{"a": @}', "unexpected character"),
-    ('{"a": [1', "unexpected end of the header"),
-    ('{"a": tru}', "bad literal"),
-    ('{"a": "unterminated}', "unterminated string"),
+    ('{"info": [1, 2,]}', "trailing comma"),
+    ('{"info": "\\x"}', "bad escape"),
+    ('{"info": "\\ud800"}', "lone high surrogate"),
+    ('{"info": 01}', "expected ',' or '}'"),
+    ('{"info": @}', "unexpected character"),
+    ('{"info": [1', "unexpected end of the header"),
+    ('{"info": tru}', "bad literal"),
+    ('{"info": "unterminated}', "unterminated string"),
     ('[]', "expected an object"),
-    ('{"a" 1}', "expected ':'"),
+    ('{"info" 1}', "expected ':'"),
 ])
 def test_malformed_json(lib, slice_programs, text, message):
+    """Syntax errors anywhere, "info" included (its value is validated while skipped)."""
     status, prog = _parse(lib, _with_header(slice_programs[SMALL_CONFIG].to_bytes(), text))
     assert status == S.NPU_E_HEADER
     assert message in prog.error.decode()
@@ -577,15 +611,31 @@ def test_memory_and_tensor_errors(lib, slice_programs):
     assert lib.npu_get_output(dev.ref, p, 0, x.ctypes.data, x.nbytes) == S.NPU_E_TENSOR
 
 
-def test_layouts_and_element_sizes(lib):
-    """Flat and brick tensors of 1-, 2- and 4-byte elements, against isa/program.py."""
+LAYOUT_CASES = {
+    "plain": [("a", (1, 3, 2, 7), "int16", "brick", None), ("b", (5, 3), "int32", "flat", None),
+              ("c", (2, 2, 3, 4), "uint8", "brick", None), ("d", (7,), "int8", "flat", None),
+              ("e", (0, 3), "int16", "flat", None)],
+    "transposed brick": [("nchw", (2, 6, 3, 5), "int8", "brick", (0, 2, 3, 1)),   # stored NHWC, 2 bricks
+                         ("mixed", (3, 2, 1, 5), "int16", "brick", (3, 1, 0, 2)),
+                         ("wide", (1, 2, 3, 9), "int32", "brick", (0, 3, 1, 2)),
+                         ("same", (1, 2, 2, 3), "uint8", "brick", (0, 1, 2, 3))],   # explicit identity
+    "transposed flat": [("swap", (5, 3), "int32", "flat", (1, 0)),
+                        ("r3", (2, 3, 4), "int16", "flat", (2, 0, 1)),
+                        ("r6", (2, 1, 3, 2, 2, 3), "int32", "flat", (5, 3, 1, 0, 4, 2)),   # NPU_MAX_RANK
+                        ("empty", (0, 3, 2), "int8", "flat", (2, 1, 0)),
+                        ("same", (2, 3, 4), "int8", "flat", (0, 1, 2))],
+}
+
+
+@pytest.mark.parametrize("case", LAYOUT_CASES)
+def test_layouts_and_element_sizes(lib, case):
+    """Flat and brick tensors of 1-, 2- and 4-byte elements, stored as they are or transposed
+    by a perm, placed and read back like isa/program.py does."""
     config = SMALL_CONFIG
     rng = np.random.default_rng(7)
-    specs = [("a", (1, 3, 2, 7), "int16", "brick"), ("b", (5, 3), "int32", "flat"),
-             ("c", (2, 2, 3, 4), "uint8", "brick"), ("d", (7,), "int8", "flat"), ("e", (0, 3), "int16", "flat")]
     bindings, addr = [], 64
-    for name, shape, dtype, layout in specs:
-        b = TensorBinding(name, shape, dtype, addr, layout)
+    for name, shape, dtype, layout, perm in LAYOUT_CASES[case]:
+        b = TensorBinding(name, shape, dtype, addr, layout, perm)
         bindings.append(b)
         addr += b.nbytes(config.bus_bytes) + config.bus_bytes
     program = Program(config, assemble("HALT"), program_addr=0, segments=[Segment("k", 32, b"\x01\x02\x03")],
@@ -606,6 +656,41 @@ def test_layouts_and_element_sizes(lib):
         out = np.zeros(b.shape, dtype=b.dtype)
         assert lib.npu_get_output(dev.ref, C.byref(prog), i, out.ctypes.data, out.nbytes) == S.NPU_OK
         np.testing.assert_array_equal(out, expected[b.name])
+
+
+def test_transposed_graph_io_runs_through_the_driver(lib):
+    """An NCHW graph input TRANSPOSEd to NHWC and an NHWC result TRANSPOSEd back: the
+    compiler folds both transposes into the bindings' perm, so the driver must transpose
+    while placing the input and reading the outputs.  Expected: the reference interpreter."""
+    config = SMALL_CONFIG                               # 4 lanes: 6 channels span 2 bricks
+    g = GraphBuilder(np.random.default_rng(21))
+    x = g.input("x", (2, 6, 5, 7))                      # NCHW
+    y = g.conv(g.transpose(x, (0, 2, 3, 1)), ConvSpec(oc=5, kernel=(3, 2), pad=(1, 1, 0, 1)))
+    out = g.transpose(y, (0, 3, 1, 2))                  # NHWC -> NCHW for the host
+    graph = g.graph([out, y])
+    program = run_pipeline(graph, config).program
+    # Otherwise the test would not test the perm: the compiler must have folded both.
+    assert [b.perm for b in program.inputs] == [(0, 2, 3, 1)]
+    assert [b.perm for b in program.outputs] == [(0, 2, 3, 1), None]
+    inputs = {"x": np.random.default_rng(22).integers(-128, 128, (2, 6, 5, 7), dtype=np.int8)}
+    expected = run_graph(graph, inputs)
+
+    prog = _parsed(lib, program.to_bytes())
+    _assert_same_program(prog, program)
+    p, result = C.byref(prog), ResultC()
+    dev = Device(config, _mem_size(program))
+    assert lib.npu_load(dev.ref, p) == S.NPU_OK
+    x_host = np.ascontiguousarray(inputs["x"])
+    assert lib.npu_set_input(dev.ref, p, lib.npu_find_input(p, b"x"), x_host.ctypes.data, x_host.nbytes) == S.NPU_OK
+    extent = program.memory_extent()
+    assert bytes(dev.mem[:extent]) == bytes(program.memory_image(inputs))   # placed as NHWC bricks
+    assert dev.call(lib.npu_run, p, 100, C.byref(result)) == S.NPU_OK, lib.npu_hw_error_name(result.error_code)
+    for name in (out, y):
+        want = expected[name]
+        got = np.full(want.shape, 99, dtype=want.dtype)
+        index = lib.npu_find_output(p, name.encode())
+        assert lib.npu_get_output(dev.ref, p, index, got.ctypes.data, got.nbytes) == S.NPU_OK
+        np.testing.assert_array_equal(got, want, err_msg=name)
 
 
 def test_mmio_register_access(lib, slice_programs):

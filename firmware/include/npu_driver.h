@@ -74,7 +74,11 @@ typedef struct npu_segment {
 typedef struct npu_tensor {
     char name[NPU_NAME_MAX];
     uint32_t rank;
-    uint32_t shape[NPU_MAX_RANK];
+    uint32_t shape[NPU_MAX_RANK];   /* the graph's shape: the host array's */
+    /* External memory holds the host array transposed: stored axis i is graph axis perm[i]
+     * (numpy array.transpose(perm)), then laid out in `layout`.  The identity when the
+     * image has no "perm". */
+    uint32_t perm[NPU_MAX_RANK];
     int dtype;              /* NPU_DTYPE_* */
     uint32_t itemsize;      /* bytes per element */
     int layout;             /* NPU_LAYOUT_* */
@@ -144,12 +148,14 @@ int npu_find_output(const npu_program_t *prog, const char *name);
  * initial memory of isa.program.Program.memory_image, before inputs. */
 npu_status_t npu_load(const npu_dev_t *dev, const npu_program_t *prog);
 
-/* Write input `index` from `data`: a dense row-major (NHWC) array of `bytes` bytes of
- * native-endian elements, converted to the tensor's layout in external memory. */
+/* Write input `index` from `data`: a dense row-major array of the tensor's `shape` (the
+ * graph's axis order, NHWC for the usual activations), `bytes` bytes of native-endian
+ * elements, transposed by `perm` and converted to the tensor's layout in external memory. */
 npu_status_t npu_set_input(const npu_dev_t *dev, const npu_program_t *prog, uint32_t index,
                            const void *data, size_t bytes);
 
-/* Read output `index` into `data` (dense row-major, native-endian, `bytes` bytes). */
+/* Read output `index` into `data` (dense row-major in the graph's axis order, native-endian,
+ * `bytes` bytes): the inverse of npu_set_input's conversion. */
 npu_status_t npu_get_output(const npu_dev_t *dev, const npu_program_t *prog, uint32_t index,
                             void *data, size_t bytes);
 

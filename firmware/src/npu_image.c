@@ -1,5 +1,6 @@
 /* Program images (.npuprog, isa/program.py): parsing, placement in external memory, and
- * tensor conversion between dense host arrays and the layouts of isa/layout.py. */
+ * tensor conversion between dense host arrays and the layouts of isa/layout.py (transposed
+ * by a binding's "perm" on the way). */
 #include <string.h>
 
 #include "npu_driver.h"
@@ -118,7 +119,8 @@ static npu_status_t parse_segments(parser_t *ps)
                 TRY(read_u32(ps, &seg->size));
                 seen |= 8;
             } else {
-                TRY_JSON(nj_skip(&ps->j));
+                /* A field this driver does not know may change what the segment means. */
+                return fail_here(ps, NPU_E_HEADER, "unknown segment field");
             }
         }
         TRY_JSON(m);
@@ -164,11 +166,42 @@ static npu_status_t read_word(parser_t *ps, char *buf, size_t cap)
     return NPU_OK;
 }
 
+/* "perm": an array of axis indices, checked against the shape once the object is read. */
+static npu_status_t read_perm(parser_t *ps, npu_tensor_t *t, uint32_t *len)
+{
+    int first = 1, r;
+    *len = 0;
+    TRY_JSON(nj_expect(&ps->j, '['));
+    while ((r = nj_element(&ps->j, &first)) == 1) {
+        if (*len == NPU_MAX_RANK)
+            return fail_here(ps, NPU_E_LIMIT, "tensor perm longer than NPU_MAX_RANK");
+        TRY(read_u32(ps, &t->perm[(*len)++]));
+    }
+    TRY_JSON(r);
+    return NPU_OK;
+}
+
+/* 1 if perm[0..rank) holds every axis 0..rank-1 once (isa/program.py's check). */
+static int is_permutation(const uint32_t *perm, uint32_t rank)
+{
+    uint32_t i, k;
+    for (i = 0; i < rank; i++) {
+        if (perm[i] >= rank)
+            return 0;
+        for (k = 0; k < i; k++)
+            if (perm[k] == perm[i])
+                return 0;
+    }
+    return 1;
+}
+
 static npu_status_t parse_tensor(parser_t *ps, npu_tensor_t *t)
 {
     char key[16], word[SMALL_STRING];
     int first = 1, r;
     unsigned seen = 0;
+    uint32_t perm_len = 0, i;
+    const char *perm_at = 0;
     TRY_JSON(nj_expect(&ps->j, '{'));
     while ((r = nj_member(&ps->j, &first, key, sizeof key)) == 1) {
         if (strcmp(key, "name") == 0) {
@@ -206,15 +239,36 @@ static npu_status_t parse_tensor(parser_t *ps, npu_tensor_t *t)
                 return fail_here(ps, NPU_E_HEADER, "unknown tensor layout");
             }
             seen |= 16;
+        } else if (strcmp(key, "perm") == 0) {
+            int is_null;
+            perm_at = ps->j.p;
+            TRY_JSON(is_null = nj_null(&ps->j));
+            if (is_null) {
+                seen &= ~32u;           /* null: no perm, as in isa/program.py */
+            } else {
+                TRY(read_perm(ps, t, &perm_len));
+                seen |= 32;
+            }
         } else {
-            TRY_JSON(nj_skip(&ps->j));
+            /* Never skipped: a binding field this driver does not know (like "perm" once)
+             * changes where or how the data lies, and ignoring it gives wrong results. */
+            return fail_here(ps, NPU_E_HEADER, "unknown tensor field");
         }
     }
     TRY_JSON(r);
-    if (seen != 31)
+    if ((seen & 31) != 31)
         return fail_here(ps, NPU_E_HEADER, "a tensor lacks one of name, shape, dtype, addr, layout");
     if (t->layout == NPU_LAYOUT_BRICK && t->rank != 4)
         return fail_here(ps, NPU_E_HEADER, "brick layout needs a rank-4 NHWC tensor");
+    if (seen & 32) {
+        if (perm_len != t->rank || !is_permutation(t->perm, t->rank)) {
+            ps->j.p = perm_at;
+            return fail_here(ps, NPU_E_HEADER, "tensor perm is not a permutation of its axes");
+        }
+    } else {
+        for (i = 0; i < t->rank; i++)
+            t->perm[i] = i;
+    }
     return NPU_OK;
 }
 
@@ -257,10 +311,14 @@ static npu_status_t parse_header(parser_t *ps)
             prog->n_outputs = 0;
             TRY(parse_tensors(ps, prog->outputs, &prog->n_outputs));
             seen |= 16;
-        } else {
-            /* "info", and "program_addr": like isa/program.py, the program segment's
-             * address is authoritative. */
+        } else if (strcmp(key, "info") == 0 || strcmp(key, "program_addr") == 0) {
+            /* "info" is free-form and informative only; "program_addr" repeats the program
+             * segment's address, which is authoritative (as in isa/program.py). */
             TRY_JSON(nj_skip(&ps->j));
+        } else {
+            /* Any other field may be a format addition this driver would misread by
+             * ignoring it. */
+            return fail_here(ps, NPU_E_HEADER, "unknown header field");
         }
     }
     TRY_JSON(r);
@@ -276,7 +334,14 @@ static uint64_t ceil_div(uint64_t a, uint64_t b)
     return a / b + (a % b != 0);
 }
 
-/* Elements and external bytes of a tensor (isa.layout.layout_bytes); 0 on overflow. */
+/* Size of stored axis i: the graph's shape permuted by perm (TensorBinding.stored_shape). */
+static uint64_t stored_dim(const npu_tensor_t *t, uint32_t i)
+{
+    return t->shape[t->perm[i]];
+}
+
+/* Elements and external bytes of a tensor (isa.layout.layout_bytes of the stored shape); 0
+ * on overflow. */
 static int tensor_size(npu_tensor_t *t, uint64_t lanes)
 {
     uint64_t count = 1, bytes;
@@ -289,7 +354,7 @@ static int tensor_size(npu_tensor_t *t, uint64_t lanes)
     t->count = count;
     if (t->layout == NPU_LAYOUT_BRICK) {
         /* N * ceil(C/L) * H * W bricks of L lanes; fits: C <= ceil(C/L) * L < C + L. */
-        uint64_t c = t->shape[3], cb = ceil_div(c, lanes);
+        uint64_t c = stored_dim(t, 3), cb = ceil_div(c, lanes);
         if (c == 0) {
             bytes = 0;
         } else {
@@ -449,26 +514,99 @@ static npu_status_t tensor_access(const npu_dev_t *dev, const npu_tensor_t *t, c
     return NPU_OK;
 }
 
-/* Between a dense NHWC array and bricks [N][ceil(C/L)][H][W][L] (isa/layout.py). */
+/* Byte strides of the host array along the stored axes.  The host array is dense row-major
+ * in the graph's axis order; stored axis i is graph axis perm[i]. */
+static void host_strides(const npu_tensor_t *t, uint64_t stride[NPU_MAX_RANK])
+{
+    uint64_t graph[NPU_MAX_RANK], step = t->itemsize;
+    uint32_t i;
+    for (i = t->rank; i-- > 0;) {
+        graph[i] = step;
+        step *= t->shape[i];
+    }
+    for (i = 0; i < t->rank; i++)
+        stride[i] = graph[t->perm[i]];
+}
+
+static int is_identity(const npu_tensor_t *t)
+{
+    uint32_t i;
+    for (i = 0; i < t->rank; i++)
+        if (t->perm[i] != i)
+            return 0;
+    return 1;
+}
+
+/* `count` elements between a contiguous run in external memory and host elements `stride`
+ * bytes apart. */
+static void copy_run(uint8_t *ext, uint8_t *host, uint64_t count, uint64_t stride, uint32_t size, int to_ext)
+{
+    uint64_t i;
+    if (stride == size) {
+        if (to_ext)
+            copy_elements(ext, host, count, size);
+        else
+            copy_elements(host, ext, count, size);
+        return;
+    }
+    for (i = 0; i < count; i++, ext += size, host += stride) {
+        if (to_ext)
+            copy_elements(ext, host, 1, size);
+        else
+            copy_elements(host, ext, 1, size);
+    }
+}
+
+/* Between the host array and bricks [N][ceil(C/L)][H][W][L] of the stored NHWC array
+ * (isa/layout.py): one run of up to L channels per brick. */
 static void convert_brick(const npu_tensor_t *t, uint64_t lanes, uint8_t *ext, uint8_t *host, int to_ext)
 {
-    uint64_t n, cb, h, w;
-    uint64_t N = t->shape[0], H = t->shape[1], W = t->shape[2], C = t->shape[3];
+    uint64_t n, cb, h, w, st[NPU_MAX_RANK];
+    uint64_t N = stored_dim(t, 0), H = stored_dim(t, 1), W = stored_dim(t, 2), C = stored_dim(t, 3);
     uint64_t row = lanes * t->itemsize;
     uint8_t *brick = ext;
+    host_strides(t, st);
     for (n = 0; n < N; n++)
         for (cb = 0; cb * lanes < C; cb++)
             for (h = 0; h < H; h++)
                 for (w = 0; w < W; w++, brick += row) {
                     uint64_t c0 = cb * lanes, used = C - c0 < lanes ? C - c0 : lanes;
-                    uint8_t *dense = host + (((n * H + h) * W + w) * C + c0) * t->itemsize;
-                    if (to_ext) {
-                        copy_elements(brick, dense, used, t->itemsize);
+                    uint8_t *dense = host + n * st[0] + h * st[1] + w * st[2] + c0 * st[3];
+                    copy_run(brick, dense, used, st[3], t->itemsize, to_ext);
+                    if (to_ext)
                         memset(brick + used * t->itemsize, 0, (size_t)((lanes - used) * t->itemsize));
-                    } else {
-                        copy_elements(dense, brick, used, t->itemsize);
-                    }
                 }
+}
+
+/* Between the host array and the stored array row-major ("flat"): runs along the last
+ * stored axis, the other stored indices counted like an odometer. */
+static void convert_flat(const npu_tensor_t *t, uint8_t *ext, uint8_t *host, int to_ext)
+{
+    uint64_t st[NPU_MAX_RANK], idx[NPU_MAX_RANK], run, runs, r, offset = 0;
+    uint32_t last, k;
+    if (t->count == 0)
+        return;
+    if (is_identity(t)) {           /* the host array is the stored array */
+        copy_run(ext, host, t->count, t->itemsize, t->itemsize, to_ext);
+        return;
+    }
+    /* Not the identity, so rank >= 2. */
+    host_strides(t, st);
+    last = t->rank - 1;
+    run = stored_dim(t, last);
+    runs = t->count / run;
+    for (k = 0; k < last; k++)
+        idx[k] = 0;
+    for (r = 0; r < runs; r++, ext += run * t->itemsize) {
+        copy_run(ext, host + offset, run, st[last], t->itemsize, to_ext);
+        for (k = last; k-- > 0;) {      /* next stored index, last axes fastest */
+            offset += st[k];
+            if (++idx[k] < stored_dim(t, k))
+                break;
+            offset -= idx[k] * st[k];
+            idx[k] = 0;
+        }
+    }
 }
 
 npu_status_t npu_set_input(const npu_dev_t *dev, const npu_program_t *prog, uint32_t index,
@@ -481,11 +619,11 @@ npu_status_t npu_set_input(const npu_dev_t *dev, const npu_program_t *prog, uint
     t = &prog->inputs[index];
     TRY(tensor_access(dev, t, data, bytes));
     ext = dev->mem + t->addr;
+    /* The host array is only read; the converters share code with the read direction. */
     if (t->layout == NPU_LAYOUT_BRICK) {
-        /* The host array is only read; the converter shares code with the read direction. */
         convert_brick(t, prog->config.bus_bytes, ext, (uint8_t *)(uintptr_t)data, 1);
     } else {
-        copy_elements(ext, (const uint8_t *)data, t->count, t->itemsize);
+        convert_flat(t, ext, (uint8_t *)(uintptr_t)data, 1);
         memset(ext + bytes, 0, (size_t)(t->nbytes - bytes));
     }
     return NPU_OK;
@@ -506,6 +644,6 @@ npu_status_t npu_get_output(const npu_dev_t *dev, const npu_program_t *prog, uin
     if (t->layout == NPU_LAYOUT_BRICK)
         convert_brick(t, prog->config.bus_bytes, ext, (uint8_t *)data, 0);
     else
-        copy_elements((uint8_t *)data, ext, t->count, t->itemsize);
+        convert_flat(t, ext, (uint8_t *)data, 0);
     return NPU_OK;
 }

@@ -246,6 +246,15 @@ static int literal(nj_t *j, const char *word)
     return 0;
 }
 
+int nj_null(nj_t *j)
+{
+    int r;
+    if (peek(j) != 'n')
+        return 0;
+    r = literal(j, "null");
+    return r < 0 ? r : 1;
+}
+
 static int skip_depth(nj_t *j, int depth)
 {
     int c = peek(j), first = 1, r;

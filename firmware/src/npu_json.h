@@ -2,8 +2,8 @@
  *
  * It walks the text in place, without allocation or recursion beyond NJ_MAX_DEPTH, and
  * reads only what the driver needs: object members by key, array elements, non-negative
- * integers and strings (escapes decoded to UTF-8).  Any other value is validated and
- * skipped, so the header may carry fields this driver does not know ("info").
+ * integers and strings (escapes decoded to UTF-8).  Any other value can be validated and
+ * skipped (nj_skip): the driver does so for the free-form "info" only.
  *
  * Every function returns 0 on success and a negative NJ_* code on failure, with j->err set
  * to a static message and j->p at the offending byte.
@@ -38,6 +38,9 @@ int nj_end(nj_t *j);
 
 /* Skip one value of any type. */
 int nj_skip(nj_t *j);
+
+/* 1 if the next value is null (consumed), 0 if it is something else (not consumed). */
+int nj_null(nj_t *j);
 
 /* Read a string into buf (NUL-terminated, at most cap bytes with the NUL). */
 int nj_string(nj_t *j, char *buf, size_t cap);

@@ -66,6 +66,11 @@ static void print_tensor(const char *kind, const npu_tensor_t *t)
            (unsigned long)t->addr);
     for (d = 0; d < t->rank; d++)
         printf(d ? "x%lu" : "%lu", (unsigned long)t->shape[d]);
+    for (d = 0; d < t->rank && t->perm[d] == d; d++)
+        ;
+    if (d < t->rank)                /* stored transposed: print the perm */
+        for (d = 0; d < t->rank; d++)
+            printf(d ? ",%lu" : " perm=%lu", (unsigned long)t->perm[d]);
     printf(" bytes=%llu\n", (unsigned long long)t->nbytes);
 }
 
