@@ -3,10 +3,10 @@
 Input rows that no window reaches are sliced off (a SLICE before the convolution or
 pooling), end padding that no window reaches is taken off; kernels keep their NNEF size,
 so the graph does the multiplies the NNEF graph specifies.  The previous lowering appended
-zero taps to the kernel instead; :func:`zero_tap_form` rebuilds that form from the new
-graph, and on seeded random cases the official TOSA reference model gives bit-identical
-results for both forms, in fp32 and after int8 quantization.  The Khronos NNEF runtime
-checks the float semantics.
+zero taps to the kernel instead; :func:`exact_size_helpers.zero_tap_form` rebuilds that
+form from the new graph, and on seeded random cases the official TOSA reference model
+gives bit-identical results for both forms, in fp32 and after int8 quantization.  The
+Khronos NNEF runtime checks the float semantics.
 """
 from __future__ import annotations
 
@@ -17,17 +17,16 @@ import numpy as np
 import pytest
 
 sys.path.insert(0, os.path.dirname(__file__))
-from nnef_helpers import (  # noqa: E402
-    khronos_run, official_run, random_weights, snr_db, write_model,
+from exact_size_helpers import (  # noqa: E402
+    CONVS, assert_zero_tap_form_agrees, conv_kernels, draw_window, zero_tap_form,
 )
+from nnef_helpers import khronos_run, random_weights, snr_db, write_model  # noqa: E402
 
 from compiler.frontends.nnef import load_nnef_model  # noqa: E402
-from compiler.quantize import calibrate, evaluate, quantize_graph  # noqa: E402
-from compiler.quantize.prepare import add_const_ops, copy_graph, strip_const_ops  # noqa: E402
+from compiler.quantize import calibrate, evaluate  # noqa: E402
 from tosa_ir import Block, Graph, Operator, Tensor  # noqa: E402
 from tosa_ir.errors import Unsupported  # noqa: E402
 
-CONVS = ("CONV2D", "DEPTHWISE_CONV2D")
 KINDS = ("conv", "depthwise", "conv_relu_pool", "max_pool", "avg_pool", "box")
 
 
@@ -38,17 +37,8 @@ def random_case(seed: int) -> tuple[str, str]:
     kind = KINDS[seed % len(KINDS)]
     window = kind in ("max_pool", "avg_pool", "box")
     while True:
-        h, w = (int(v) for v in rng.integers(5, 20, 2))
-        k = [int(v) for v in rng.integers(1, 6, 2)]
-        s = [int(v) for v in rng.integers(1, 5, 2)]
-        d = [1, 1] if window else [int(v) for v in rng.integers(1, 3, 2)]
-        p = [[int(v) for v in rng.integers(0, 3, 2)] for _ in range(2)]
-        if window:      # TOSA pools need padding smaller than the kernel
-            p = [[min(v, k[i] - 1) for v in p[i]] for i in range(2)]
-        if kind == "conv":      # no end padding: the remainder is input rows
-            p = [[p[0][0], 0], [p[1][0], 0]]
-        num = [size - 1 + sum(p[i]) - (k[i] - 1) * d[i] for i, size in enumerate((h, w))]
-        out = [n // s[i] + 1 for i, n in enumerate(num)]
+        # kind "conv": no end padding, the remainder is input rows
+        h, w, k, s, d, p, num, out = draw_window(rng, window, end_padding=kind != "conv")
         if min(num) < 0 or all(n % s[i] == 0 for i, n in enumerate(num)):
             continue
         if kind == "conv_relu_pool" and min(out) < 3:
@@ -81,72 +71,6 @@ def random_case(seed: int) -> tuple[str, str]:
 
 
 # ---------------------------------------------------------------------------------------
-# The previous lowering, rebuilt from the new graph
-# ---------------------------------------------------------------------------------------
-def _grow_kernel(block: Block, conv: Operator, rows: tuple[int, int]) -> bool:
-    """Append zero taps (the weight zero point) so that ``conv`` spans ``rows`` more input
-    rows/columns; False when the dilation does not divide them."""
-    dil = conv.attrs["dilation"]
-    if rows[0] % dil[0] or rows[1] % dil[1]:
-        return False
-    w = block.tensors[conv.inputs[1]]
-    wzp = block.tensors[conv.inputs[4]].data.reshape(-1)[0]
-    axes = (1, 2) if conv.op == "CONV2D" else (0, 1)
-    widths = [(0, 0)] * 4
-    widths[axes[0]], widths[axes[1]] = (0, rows[0] // dil[0]), (0, rows[1] // dil[1])
-    data = np.pad(w.data, widths, constant_values=wzp)
-    name = w.name + "_grown"
-    block.add_tensor(Tensor(name, data.shape, w.dtype, data))
-    conv.inputs[1] = name
-    return True
-
-
-def zero_tap_form(graph: Graph) -> Graph:
-    """``graph`` with every trailing-row SLICE (start 0) replaced by zero taps, as the
-    previous lowering had it: a SLICE before a convolution goes and the convolution's
-    kernel grows over the dropped rows; a SLICE before a pooling goes and the convolution
-    producing the pool's input (through RESCALE/CLAMP) computes fewer rows with a grown
-    kernel.  SLICEs that cannot be replaced so stay (as they did before)."""
-    g = copy_graph(graph)
-    block = g.main
-    strip_const_ops(block)
-    for op in [o for o in block.operators if o.op == "SLICE"]:
-        src, out = op.inputs[0], op.outputs[0]
-        full, kept = block.tensors[src].shape, block.tensors[out].shape
-        drop = (full[1] - kept[1], full[2] - kept[2])
-        users = block.consumers().get(out, [])
-        if np.any(block.tensors[op.inputs[1]].data != 0) or len(users) != 1:
-            continue
-        user = users[0]
-        if user.op in CONVS:
-            if not _grow_kernel(block, user, drop):
-                continue
-        else:
-            producers, chain = block.producers(), []
-            prod = producers.get(src)
-            while prod is not None and prod.op in ("CLAMP", "RESCALE") and \
-                    len(block.consumers()[prod.outputs[0]]) == 1:
-                chain.append(prod)
-                prod = producers.get(prod.inputs[0])
-            if prod is None or prod.op not in CONVS or len(block.consumers()[prod.outputs[0]]) != 1:
-                continue
-            stride = prod.attrs["stride"]
-            if not _grow_kernel(block, prod, (drop[0] * stride[0], drop[1] * stride[1])):
-                continue
-            for t in [prod] + chain:
-                block.tensors[t.outputs[0]].shape = kept[:3] + block.tensors[t.outputs[0]].shape[3:]
-        user.inputs[0] = src
-        block.operators.remove(op)
-    used = set(block.inputs) | set(block.outputs)
-    for op in block.operators:
-        used.update(op.inputs + op.outputs)
-    for name in set(block.tensors) - used:      # the reference model rejects loose tensors
-        del block.tensors[name]
-    add_const_ops(block)
-    return g
-
-
-# ---------------------------------------------------------------------------------------
 # Tests
 # ---------------------------------------------------------------------------------------
 def _nnef_kernels(text: str) -> list[tuple[int, int]]:
@@ -166,33 +90,18 @@ def test_sliced_lowering_is_bit_identical_to_zero_taps(tmp_path, seed):
     x = {"input": rng.standard_normal(shape).astype(np.float32)}
 
     # The kernels keep their NNEF size: no multiplies beyond what the NNEF graph asks for.
-    convs = [op for op in block.operators if op.op in CONVS]
-    for op, (kh, kw) in zip(convs, _nnef_kernels(text)):
-        w = block.tensors[op.inputs[1]].shape
-        assert (w[1:3] if op.op == "CONV2D" else w[:2]) == (kh, kw)
+    for got, want in zip(conv_kernels(block), _nnef_kernels(text)):
+        assert got == want
 
     # Float semantics: the Khronos runtime on the NNEF text.
     (expect,) = khronos_run(folder, [x["input"]])
     assert snr_db(expect, evaluate(graph, x, keep=False)["output"]) > 100
 
-    # The official reference model accepts the graph, and the zero-tap form agrees bitwise.
-    old = zero_tap_form(graph)
-    status, new_out = official_run(graph, x)
-    assert status == "VALID"
-    status, old_out = official_run(old, x)
-    assert status == "VALID"
-    assert new_out["output"].tobytes() == old_out["output"].tobytes()
-    assert snr_db(expect, new_out["output"]) > 100
-
-    # The same after int8 quantization.
+    # The official reference model accepts the graph, and the zero-tap form agrees bitwise,
+    # in fp32 and after int8 quantization.
     calib = [{"input": rng.standard_normal(shape).astype(np.float32)} for _ in range(2)]
-    qm = quantize_graph(graph, calib)
-    xq = qm.quantize_inputs(x)
-    status, new_q = official_run(qm.graph, xq)
-    assert status == "VALID"
-    status, old_q = official_run(zero_tap_form(qm.graph), xq)
-    assert status == "VALID"
-    np.testing.assert_array_equal(new_q[qm.outputs[0]], old_q[qm.outputs[0]])
+    new_out = assert_zero_tap_form_agrees(graph, x, calib)
+    assert snr_db(expect, new_out["output"]) > 100
 
 
 def test_cases_cover_both_rewrites(tmp_path):

@@ -11,6 +11,7 @@ import re
 
 import numpy as np
 
+from compiler.frontends.common import rename_tensor
 from tosa_ir import Block, Operator, Tensor, numpy_dtype
 
 # RESCALE multiplier/shift that multiply by exactly 1: (v * 2**30 + 2**29) >> 30 == v for
@@ -49,15 +50,7 @@ class TosaBuilder:
 
     def rename_everywhere(self, old: str, new: str) -> None:
         """Rename tensor ``old`` to the unused name ``new`` in the whole block."""
-        block = self.block
-        tensor = block.tensors.pop(old)
-        tensor.name = new
-        block.tensors[new] = tensor
-        for op in block.operators:
-            op.inputs = [new if n == old else n for n in op.inputs]
-            op.outputs = [new if n == old else n for n in op.outputs]
-        block.inputs = [new if n == old else n for n in block.inputs]
-        block.outputs = [new if n == old else n for n in block.outputs]
+        rename_tensor(self.block, old, new)
         self._consts = {k: (new if v == old else v) for k, v in self._consts.items()}
 
     def const(self, hint: str, values, dtype: str, shape=None) -> str:

@@ -25,9 +25,6 @@ from tosa_ir._fb.flatbuf import Malformed, TableReader
 
 __all__ = ["Malformed", "decode_model", "file_kind"]
 
-_U16 = struct.Struct("<H")
-_I32 = struct.Struct("<i")
-_U32 = struct.Struct("<I")
 _UNION_TABLES = {"BuiltinOptions": BUILTIN_OPTIONS}
 
 
@@ -38,6 +35,8 @@ def file_kind(buf: bytes) -> str | None:
 
 class _Reader(TableReader):
     """A :class:`TableReader` driven by the Circle/TFLite field tables."""
+
+    min_voffset = 4     # no field may overlap the table's offset to its vtable
 
     def root_any(self) -> int:
         if self.size < 8:
@@ -50,25 +49,7 @@ class _Reader(TableReader):
 
     def read(self, pos: int, name: str, where: str) -> dict:
         """Decode table ``name`` at ``pos``."""
-        self._check(pos, 4, where)
-        vtable = pos - self._unpack(_I32, pos, where)
-        vsize = self._unpack(_U16, vtable, where)
-        tsize = self._unpack(_U16, vtable + 2, where)
-        if vsize < 4 or vsize % 2 or tsize < 4:
-            raise Malformed(f"{where}: bad vtable (size {vsize}, table size {tsize})")
-        self._check(vtable, vsize, where)
-        self._check(pos, tsize, where)
-
-        def slot(index: int, size: int) -> int | None:
-            if 4 + 2 * index >= vsize:
-                return None
-            voffset = self._unpack(_U16, vtable + 4 + 2 * index, where)
-            if voffset == 0:
-                return None
-            if voffset < 4 or voffset + size > tsize:
-                raise Malformed(f"{where}: field {index} lies outside its table")
-            return pos + voffset
-
+        slot = self._fields(pos, where)
         out = {}
         for field in TABLES[name]:
             fwhere = f"{where}.{field.name}"

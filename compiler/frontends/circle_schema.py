@@ -16,6 +16,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from tosa_ir._fb import schema
+
 FILE_IDENTIFIERS = {b"TFL3": "tflite", b"CIR0": "circle"}
 
 # TensorType: value -> name.
@@ -112,21 +114,13 @@ NUMPY_VECTORS = {
 
 
 @dataclass(frozen=True)
-class Field:
-    """One table field: name, schema type, first vtable slot, default."""
-
-    name: str
-    type: str
-    slot: int
-    default: object = None
+class Field(schema.Field):
+    """One table field: name, schema type, first vtable slot, default (the TOSA schema's
+    field, which a union type ``union:Name`` can also be here)."""
 
     @property
     def is_union(self) -> bool:
         return self.type.startswith("union:")
-
-    @property
-    def is_vector(self) -> bool:
-        return self.type.startswith("[")
 
 
 def _parse(spec: str) -> tuple[Field, ...]:

@@ -13,130 +13,49 @@ MUL takes a shift tensor, RESHAPE/PAD/SLICE take shape tensors, fully connected 
 RESHAPE + 1x1 CONV2D.  TOSA requires convolution and pooling sizes to divide exactly where
 NNEF rounds down; the trailing rows no window reaches are dropped by shrinking the
 bottom/right padding when they are padding, else by a SLICE of the input (start 0), which
-:func:`compiler.frontends.nnef_post.fold_slices` folds into the producing convolution
-when taking padding off it is enough.  Kernels are never grown with zero taps: the
-multiply count stays that of the NNEF graph.
+:func:`compiler.frontends.graph_passes.fold_slices` folds into the producing convolution
+when taking padding off it is enough (:mod:`compiler.frontends.windows`).  Kernels are
+never grown with zero taps: the multiply count stays that of the NNEF graph.
 
-The operator handlers live in :mod:`compiler.frontends.nnef_ops`.
+The value bookkeeping is :class:`compiler.frontends.graph_builder.LayoutBuilder` (shared
+with the OpenVINO frontend); the operator handlers live in
+:mod:`compiler.frontends.nnef_ops`.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import numpy as np
 
+from compiler.frontends.graph_builder import LayoutBuilder, Val, identity
 from compiler.frontends.nnef_parse import ParsedModel, Ref
-from tosa_ir import Block, Graph, Operator, Tensor, numpy_dtype
+from tosa_ir import Graph
 from tosa_ir.errors import InvalidInput, Unsupported
 
-NHWC = (0, 2, 3, 1)
 NNEF_DTYPES = {"scalar": "fp32", "integer": "int32", "logical": "bool"}
-FLOAT_MAX = float(np.finfo(np.float32).max)
 
 
-def identity(rank: int) -> tuple[int, ...]:
-    return tuple(range(rank))
+class Converter(LayoutBuilder):
+    """Builds the float TOSA block from a :class:`ParsedModel`.
 
-
-def trivial_permutation(rel, shape) -> bool:
-    """True when transposing ``shape`` by ``rel`` keeps the row-major data order.
-
-    That is the case when the axes longer than 1 keep their relative order: the
-    transpose is then a RESHAPE.
+    ``vals`` maps NNEF tensor names to their :class:`Val`.
     """
-    big = [a for a in rel if shape[a] != 1]
-    return big == sorted(big)
-
-
-@dataclass
-class Val:
-    """An NNEF tensor as converted so far.
-
-    ``shape`` is the NNEF shape.  Either ``data`` (constant, NNEF order) or ``name``
-    (a TOSA tensor holding ``nnef.transpose(perm)``) is set.
-    """
-
-    shape: tuple[int, ...]
-    dtype: str
-    name: str | None = None
-    perm: tuple[int, ...] | None = None
-    data: np.ndarray | None = None
-
-    @property
-    def is_const(self) -> bool:
-        return self.data is not None
-
-    @property
-    def rank(self) -> int:
-        return len(self.shape)
-
-
-class Converter:
-    """Builds the float TOSA block from a :class:`ParsedModel`."""
 
     def __init__(self, model: ParsedModel):
         self.model = model
         self.graph = model.graph
+        super().__init__(str(n) for n in self.graph.tensors)
         self.where = model.container.graph_name
-        self.block = Block("main")
-        self.vals: dict[str, Val] = {}
-        self.names: set[str] = set(str(n) for n in self.graph.tensors)
-        self._phys: dict[tuple, str] = {}
-        self._shared: dict[tuple, str] = {}
-        self._alive: list[Val] = []
         self.location = ""
         # NNEF tensor name -> TOSA tensor holding its value directly (for graph.quant).
         self.result_of: dict[str, str] = {}
         # TOSA weight/bias tensor -> (NNEF variable name, role) for graph.quant lookups.
         self.param_of: dict[str, tuple[str, str]] = {}
-        self.notes: list[str] = []
-        self.trim_slices: set[str] = set()   # SLICEs added for exact TOSA output sizes
 
-    # -- naming and tensors -----------------------------------------------------------
-    def fresh(self, base: str) -> str:
-        base = str(base)
-        name, i = base, 1
-        while name in self.names:
-            name = f"{base}_{i}"
-            i += 1
-        self.names.add(name)
-        return name
-
-    def tensor(self, name: str, shape, dtype: str, data: np.ndarray | None = None) -> str:
-        shape = tuple(int(d) for d in shape)
-        if data is not None:
-            data = np.ascontiguousarray(np.asarray(data).astype(numpy_dtype(dtype))
-                                        .reshape(shape))
-        self.block.add_tensor(Tensor(name, shape, dtype, data))
-        return name
-
-    def const(self, data, dtype: str, base: str = "const", shape=None) -> str:
-        arr = np.asarray(data)
-        shape = arr.shape if shape is None else tuple(shape)
-        return self.tensor(self.fresh(base), shape, dtype, arr.reshape(shape))
-
-    def shared(self, key: tuple, make) -> str:
-        """A constant made once per key (zero points, MUL shift, ...)."""
-        if key not in self._shared:
-            self._shared[key] = make()
-        return self._shared[key]
-
-    def zero_point(self, dtype: str) -> str:
-        return self.shared(("zp", dtype),
-                           lambda: self.const(np.zeros(1), dtype, f"zp_{dtype}", (1,)))
-
-    def shape_const(self, values, base: str) -> str:
-        values = [int(v) for v in values]
-        return self.const(np.asarray(values, np.int64), "shape", base, (len(values),))
-
-    def emit(self, op: str, inputs: list[str], out_shape, dtype: str, attrs=None,
-             base: str = "t", name: str | None = None) -> str:
-        """Append operator ``op`` with one new output tensor; returns its name."""
-        out = name if name is not None else self.fresh(base)
-        self.tensor(out, out_shape, dtype)
-        self.block.operators.append(Operator(op, list(inputs), [out], dict(attrs or {}),
-                                             self.location))
-        return out
+    def renamed(self, old: str, new: str) -> None:
+        for key, value in list(self.result_of.items()):
+            if value == old:
+                self.result_of[key] = new
+        if old in self.param_of:
+            self.param_of[new] = self.param_of.pop(old)
 
     # -- values --------------------------------------------------------------------
     def nnef_shape(self, name: str) -> tuple[int, ...]:
@@ -189,34 +108,6 @@ class Converter:
         self.names.add(nnef_name)
         return nnef_name
 
-    def physical(self, v: Val, perm=None) -> str:
-        """A TOSA tensor holding ``v`` in layout ``perm`` (NNEF order by default)."""
-        perm = identity(v.rank) if perm is None else tuple(perm)
-        if v.is_const:
-            key = ("const", id(v), perm)
-            if key not in self._phys:
-                data = np.asarray(v.data).reshape(v.shape).transpose(perm)
-                self._phys[key] = self.const(data, v.dtype, "const")
-                self._alive.append(v)   # keeps id(v) unique while the key is cached
-            return self._phys[key]
-        if v.perm == perm:
-            return v.name
-        key = (v.name, perm)
-        if key in self._phys:
-            return self._phys[key]
-        rel = [v.perm.index(p) for p in perm]
-        old_shape = [v.shape[p] for p in v.perm]
-        new_shape = [v.shape[p] for p in perm]
-        base = v.name + ("_nchw" if perm == identity(v.rank) else "_t")
-        if trivial_permutation(rel, old_shape):
-            out = self.emit("RESHAPE", [v.name, self.shape_const(new_shape, base + "_shape")],
-                            new_shape, v.dtype, base=base)
-        else:
-            out = self.emit("TRANSPOSE", [v.name], new_shape, v.dtype, {"perms": rel},
-                            base=base)
-        self._phys[key] = out
-        return out
-
     def reshaped(self, v: Val, shape, base: str) -> Val:
         """``v`` reshaped (row-major, NNEF order) to ``shape``; returns a new Val."""
         shape = tuple(int(d) for d in shape)
@@ -240,9 +131,6 @@ class Converter:
             raise Unsupported(f"{self.location}: {what} must be a constant or variable "
                               f"tensor")
         return np.asarray(v.data, dtype=dtype).reshape(v.shape)
-
-    def physical_names(self) -> set[str]:
-        return set(self._phys.values()) | set(self._shared.values())
 
     # -- driver -------------------------------------------------------------------
     def run(self) -> Graph:
@@ -277,7 +165,7 @@ class Converter:
                 # Outputs are distinct tensors produced by operators.
                 src = self.emit("IDENTITY", [src], v.shape, v.dtype, base=name)
             if src != name:
-                rename(block, src, name, self)
+                self.rename(src, name)
                 src = name
             taken.add(src)
             block.outputs.append(src)
@@ -289,28 +177,3 @@ def _flat(values):
             yield from _flat(v)
         else:
             yield v
-
-
-def rename(block: Block, old: str, new: str, conv: Converter) -> None:
-    """Rename tensor ``old`` to ``new``, moving a tensor already called ``new`` aside."""
-    if new in block.tensors:
-        _rename_plain(block, new, conv.fresh(new + "_v"), conv)
-    _rename_plain(block, old, new, conv)
-
-
-def _rename_plain(block: Block, old: str, new: str, conv: Converter) -> None:
-    tensor = block.tensors.pop(old)
-    tensor.name = new
-    block.tensors[new] = tensor
-    for op in block.operators:
-        op.inputs = [new if n == old else n for n in op.inputs]
-        op.outputs = [new if n == old else n for n in op.outputs]
-    block.inputs = [new if n == old else n for n in block.inputs]
-    block.outputs = [new if n == old else n for n in block.outputs]
-    for mapping in (conv.result_of,):
-        for key, value in list(mapping.items()):
-            if value == old:
-                mapping[key] = new
-    if old in conv.param_of:
-        conv.param_of[new] = conv.param_of.pop(old)
-    conv.names.add(new)

@@ -9,21 +9,16 @@ from __future__ import annotations
 
 import numpy as np
 
-from compiler.frontends.nnef_convert import (
-    FLOAT_MAX, NHWC, Converter, Val, identity, rename,
-)
+from compiler.frontends.common import handler_registry
+from compiler.frontends.graph_builder import FLOAT_MAX, NHWC, Val, identity
+from compiler.frontends.nnef_convert import Converter
 from compiler.frontends.nnef_quant import dequantize_codes
+from compiler.frontends.windows import (
+    conv_attrs, conv_input, conv_weight, fit_window, pool_operands, slice_tail, zero_pad_hw,
+)
 from tosa_ir.errors import InvalidInput, Unsupported
 
-HANDLERS: dict[str, object] = {}
-
-
-def handles(*names: str):
-    def wrap(fn):
-        for name in names:
-            HANDLERS[name] = fn
-        return fn
-    return wrap
+HANDLERS, handles = handler_registry()
 
 
 def _out(op, key: str | None = None) -> str:
@@ -114,42 +109,6 @@ def _auto_padding(sizes, kernel, stride, dilation) -> list[tuple[int, int]]:
     return pads
 
 
-def _fit_window(size: int, k: int, s: int, d: int, p: int, q: int) -> tuple[int, int]:
-    """Make a window operator's size division exact (TOSA ERROR_IF) without changing results.
-
-    NNEF drops the remainder ``r`` of ``(size - 1 + p + q - (k-1)*d) / s``; TOSA requires
-    none.  The ``r`` rows that make the remainder come after the last window, so no output
-    reads them.  Those that are end padding are taken off ``q``; the rest are input rows,
-    which the caller slices off the input.  (Zero taps appended to the kernel would also
-    be exact, but they cost multiplies: AlexNet's conv1 would do 138 M instead of 68 M.)
-    Returns ``(q, input_rows_to_drop)``.
-    """
-    r = (size - 1 + p + q - (k - 1) * d) % s
-    cut = min(q, r)
-    return q - cut, r - cut
-
-
-def _slice_tail(c: Converter, name: str, drop: dict[int, int]) -> str:
-    """SLICE dropping ``drop[axis]`` trailing entries (TOSA layout axes) of tensor ``name``."""
-    shape = c.block.tensors[name].shape
-    size = list(shape)
-    for axis, n in drop.items():
-        if n >= size[axis]:
-            # Only when every window lies in the top/left padding: nothing to keep.
-            raise Unsupported(f"{c.location}: no window reaches the input (axis {axis} has "
-                              f"{size[axis]} entries, {n} of them past the last window)")
-        size[axis] -= n
-
-    def make() -> str:
-        out = c.emit("SLICE", [name, c.shape_const([0] * len(shape), name + "_start"),
-                               c.shape_const(size, name + "_size")], size,
-                     c.block.tensors[name].dtype, base=name + "_trim")
-        c.trim_slices.add(out)
-        return out
-    # One SLICE per (tensor, size), however many windows read it.
-    return c.shared(("trim", name, tuple(size)), make)
-
-
 def _check_rank4(c: Converter, v: Val, what: str) -> None:
     if v.rank != 4:
         raise Unsupported(f"{c.location}: {what} is supported for 2-D data (rank 4 NCHW "
@@ -191,12 +150,33 @@ def _bias_vector(c: Converter, b: Val, channels: int) -> np.ndarray:
 # ---------------------------------------------------------------------------------------
 # Convolutions
 # ---------------------------------------------------------------------------------------
+def _filtered(c: Converter, op) -> tuple[Val, Val, np.ndarray, str | None]:
+    """Input, bias, filter data and bias variable name (None for a literal) of conv/deconv
+    ``op`` (rank-4 input, zero border)."""
+    x, f, b = c.val(op.inputs["input"]), c.val(op.inputs["filter"]), c.val(op.inputs["bias"])
+    _check_rank4(c, x, op.name)
+    w = c.const_data(f, f"the {op.name} filter")
+    _border(c, op, ("constant",))
+    bias_name = None if isinstance(op.inputs["bias"], float) else str(op.inputs["bias"])
+    return x, b, w, bias_name
+
+
+def _params(c: Converter, out: str, weight: np.ndarray, bias: np.ndarray,
+            filter_name: str | None, bias_name: str | None, role: str) -> tuple[str, str]:
+    """Weight and bias constants of ``out``, recorded (as ``role`` and "bias") for the
+    graph.quant lookups of their NNEF variables."""
+    wname = c.const(weight, "fp32", out + "_weight")
+    bname = c.const(bias, "fp32", out + "_bias")
+    if filter_name:
+        c.param_of[wname] = (filter_name, role)
+    if bias_name:
+        c.param_of[bname] = (bias_name, "bias")
+    return wname, bname
+
+
 @handles("conv")
 def _conv(c: Converter, op) -> None:
-    x, f, b = c.val(op.inputs["input"]), c.val(op.inputs["filter"]), c.val(op.inputs["bias"])
-    _check_rank4(c, x, "conv")
-    w = c.const_data(f, "the conv filter")
-    _border(c, op, ("constant",))
+    x, b, w, bias_name = _filtered(c, op)
     n, ch, h, wd = x.shape
     oc, cg, kh, kw = w.shape
     groups = int(op.attribs.get("groups", 1)) or ch
@@ -206,7 +186,6 @@ def _conv(c: Converter, op) -> None:
             else _auto_padding((h, wd), (kh, kw), stride, dil))
     if len(pads) != 2:
         raise InvalidInput(f"{c.location}: padding has {len(pads)} items, expected 2")
-    bias_name = None if isinstance(op.inputs["bias"], float) else str(op.inputs["bias"])
     _conv_impl(c, _out(op), x, w, _bias_vector(c, b, oc), groups, stride, dil, pads,
                str(op.inputs["filter"]), bias_name)
 
@@ -220,45 +199,19 @@ def _conv_impl(c: Converter, out: str, x: Val, w: np.ndarray, bias: np.ndarray, 
         raise InvalidInput(f"{c.location}: filter {list(w.shape)} and groups={groups} do "
                            f"not fit {ch} input channels")
     _check_pads(c, pads)
-    (pt, pb), (pl, pr) = pads
-    pb, drop_h = _fit_window(h, kh, stride[0], dil[0], pt, pb)
-    pr, drop_w = _fit_window(wd, kw, stride[1], dil[1], pl, pr)
-    xin = c.physical(x, NHWC)
-    if drop_h or drop_w:
-        xin = _slice_tail(c, xin, {1: drop_h, 2: drop_w})
-    if groups == 1:
-        kind, weight = "CONV2D", w.transpose(0, 2, 3, 1)
-    elif groups == ch and cg == 1:
-        kind = "DEPTHWISE_CONV2D"
-        weight = w.reshape(ch, oc // ch, kh, kw).transpose(2, 3, 0, 1)
-    else:
-        # Grouped convolution as one convolution with a block-diagonal filter: exact, and
-        # within the operator set the NPU runs (at groups-times the multiply count).
-        og = oc // groups
-        full = np.zeros((oc, ch, kh, kw), np.float32)
-        for g in range(groups):
-            full[g * og:(g + 1) * og, g * cg:(g + 1) * cg] = w[g * og:(g + 1) * og]
-        kind, weight = "CONV2D", full.transpose(0, 2, 3, 1)
+    xin, pad = conv_input(c, x, (kh, kw), stride, dil, pads)
+    kind, weight, block_diagonal = conv_weight(w, groups)
+    if block_diagonal:
         c.notes.append(f"{c.location}: groups={groups} convolution as a block-diagonal "
                        f"CONV2D")
-    wname = c.const(weight, "fp32", out + "_weight")
-    bname = c.const(bias, "fp32", out + "_bias")
-    if filter_name:
-        c.param_of[wname] = (filter_name, "weight")
-    if bias_name:
-        c.param_of[bname] = (bias_name, "bias")
+    wname, bname = _params(c, out, weight, bias, filter_name, bias_name, "weight")
     zp = c.zero_point("fp32")
-    attrs = {"pad": [pt, pb, pl, pr], "stride": list(stride), "dilation": list(dil),
-             "local_bound": False, "acc_type": "FP32"}
-    c.result(out, kind, [xin, wname, bname, zp, zp], NHWC, attrs)
+    c.result(out, kind, [xin, wname, bname, zp, zp], NHWC, conv_attrs(pad, stride, dil))
 
 
 @handles("deconv")
 def _deconv(c: Converter, op) -> None:
-    x, f, b = c.val(op.inputs["input"]), c.val(op.inputs["filter"]), c.val(op.inputs["bias"])
-    _check_rank4(c, x, "deconv")
-    w = c.const_data(f, "the deconv filter")
-    _border(c, op, ("constant",))
+    x, b, w, bias_name = _filtered(c, op)
     if int(op.attribs.get("groups", 1)) != 1:
         raise Unsupported(f"{c.location}: grouped deconv has no TOSA TRANSPOSE_CONV2D form")
     stride = _spatial(op.attribs.get("stride"), 2, 1, "stride", c)
@@ -278,11 +231,8 @@ def _deconv(c: Converter, op) -> None:
     if min(opt, opb) <= -kh or min(opl, opr) <= -kw:
         raise Unsupported(f"{c.location}: deconv padding {pads} exceeds the kernel")
     weight = w.transpose(1, 2, 3, 0)          # [OC, KH, KW, IC]
-    wname = c.const(weight, "fp32", out + "_weight")
-    bname = c.const(_bias_vector(c, b, oc), "fp32", out + "_bias")
-    c.param_of[wname] = (str(op.inputs["filter"]), "deconv_weight")
-    if not isinstance(op.inputs["bias"], float):
-        c.param_of[bname] = (str(op.inputs["bias"]), "bias")
+    wname, bname = _params(c, out, weight, _bias_vector(c, b, oc), str(op.inputs["filter"]),
+                           bias_name, "deconv_weight")
     zp = c.zero_point("fp32")
     attrs = {"out_pad": [opt, opb, opl, opr], "stride": stride, "local_bound": False,
              "acc_type": "FP32"}
@@ -316,51 +266,32 @@ def _pool(c: Converter, op, kind: str, x: Val, kernel, stride, pads, border: str
     xin = c.physical(x, NHWC)
     shape = list(c.block.tensors[xin].shape)
     (pt, pb), (pl, pr) = pads
-    pb, drop_h = _fit_window(shape[1], kernel[0], stride[0], 1, pt, pb)
-    pr, drop_w = _fit_window(shape[2], kernel[1], stride[1], 1, pl, pr)
+    pb, drop_h = fit_window(shape[1], kernel[0], stride[0], 1, pt, pb)
+    pr, drop_w = fit_window(shape[2], kernel[1], stride[1], 1, pl, pr)
     if drop_h or drop_w:
-        xin = _slice_tail(c, xin, {1: drop_h, 2: drop_w})
-        shape = list(c.block.tensors[xin].shape)
+        xin = slice_tail(c, xin, {1: drop_h, 2: drop_w})
     if explicit_pad and any((pt, pb, pl, pr)):
-        padded = [shape[0], shape[1] + pt + pb, shape[2] + pl + pr, shape[3]]
-        xin = c.emit("PAD", [xin, c.shape_const([0, 0, pt, pb, pl, pr, 0, 0], xin + "_pads"),
-                             c.const(np.zeros(1), "fp32", xin + "_padval", (1,))],
-                     padded, "fp32", base=xin + "_padded")
+        xin = zero_pad_hw(c, xin, (pt, pb, pl, pr), xin)
         pt = pb = pl = pr = 0
     if pt >= kernel[0] or pb >= kernel[0] or pl >= kernel[1] or pr >= kernel[1]:
         raise Unsupported(f"{c.location}: {border!r} padding {pads} is not smaller than the "
                           f"kernel {kernel}")
-    attrs = {"kernel": list(kernel), "stride": list(stride), "pad": [pt, pb, pl, pr]}
-    inputs = [xin]
-    if kind == "AVG_POOL2D":
-        zp = c.zero_point("fp32")
-        inputs += [zp, zp]
-        attrs["acc_type"] = "FP32"
-    else:
-        attrs["nan_mode"] = "PROPAGATE"
+    inputs, attrs = pool_operands(c, kind, xin, kernel, stride, [pt, pb, pl, pr])
     c.result(_out(op), kind, inputs, NHWC, attrs)
 
 
-@handles("max_pool")
-def _max_pool(c: Converter, op) -> None:
-    x = c.val(op.inputs["input"])
-    _check_rank4(c, x, "max_pool")
-    kernel, stride, dil, pads = _window(c, op, x)
-    if dil != [1, 1]:
-        raise Unsupported(f"{c.location}: dilated max_pool")
-    border = _border(c, op, ("ignore", "constant"))
-    _pool(c, op, "MAX_POOL2D", x, kernel, stride, pads, border, border == "constant")
+_POOLS = {"max_pool": "MAX_POOL2D", "avg_pool": "AVG_POOL2D"}
 
 
-@handles("avg_pool")
-def _avg_pool(c: Converter, op) -> None:
+@handles(*_POOLS)
+def _max_avg_pool(c: Converter, op) -> None:
     x = c.val(op.inputs["input"])
-    _check_rank4(c, x, "avg_pool")
+    _check_rank4(c, x, op.name)
     kernel, stride, dil, pads = _window(c, op, x)
     if dil != [1, 1]:
-        raise Unsupported(f"{c.location}: dilated avg_pool")
+        raise Unsupported(f"{c.location}: dilated {op.name}")
     border = _border(c, op, ("ignore", "constant"))
-    _pool(c, op, "AVG_POOL2D", x, kernel, stride, pads, border, border == "constant")
+    _pool(c, op, _POOLS[op.name], x, kernel, stride, pads, border, border == "constant")
 
 
 @handles("box")
@@ -418,16 +349,7 @@ def _reduce(c: Converter, op, kind: str) -> None:
         return
     tosa_op = {"sum": "REDUCE_SUM", "mean": "REDUCE_SUM", "max": "REDUCE_MAX",
                "min": "REDUCE_MIN"}[kind]
-    cur, shape = x.name, [x.shape[p] for p in x.perm]
-    count = 1
-    for a in axes:
-        t = x.perm.index(a)
-        count *= shape[t]
-        shape[t] = 1
-        attrs = {"axis": t}
-        if tosa_op in ("REDUCE_MAX", "REDUCE_MIN"):
-            attrs["nan_mode"] = "PROPAGATE"
-        cur = c.emit(tosa_op, [cur], shape, x.dtype, attrs, base=out + "_red")
+    cur, count = c.reduce_axes(x, tosa_op, axes, out + "_red")
     val = Val(c.nnef_shape(out), x.dtype, cur, x.perm)
     if normalize and kind in ("sum", "mean"):
         scale = Val((), "fp32", data=np.asarray(1.0 / count, np.float32))
@@ -435,24 +357,8 @@ def _reduce(c: Converter, op, kind: str) -> None:
     c.set_result(out, val)
 
 
-@handles("sum_reduce")
-def _sum_reduce(c, op):
-    _reduce(c, op, "sum")
-
-
-@handles("mean_reduce")
-def _mean_reduce(c, op):
-    _reduce(c, op, "mean")
-
-
-@handles("max_reduce")
-def _max_reduce(c, op):
-    _reduce(c, op, "max")
-
-
-@handles("min_reduce")
-def _min_reduce(c, op):
-    _reduce(c, op, "min")
+for _name in ("sum", "mean", "max", "min"):
+    handles(f"{_name}_reduce")(lambda c, op, _n=_name: _reduce(c, op, _n))
 
 
 # ---------------------------------------------------------------------------------------
@@ -510,8 +416,7 @@ def _binary_vals(c: Converter, tosa_op: str, x: Val, y: Val, out: str,
     b = _as_layout(c, y, rank, perm, out + "_b")
     inputs = [a, b]
     if tosa_op == "MUL":
-        inputs.append(c.shared(("mul_shift",), lambda: c.const(np.zeros(1), "int8",
-                                                                "mul_shift", (1,))))
+        inputs.append(c.mul_shift())
     tshape = [shape[p] for p in perm]
     if tosa_op in ("LESS", "LESS_EQUAL"):      # TOSA has GREATER[_EQUAL] only
         tosa_op, inputs = {"LESS": "GREATER", "LESS_EQUAL": "GREATER_EQUAL"}[tosa_op], [b, a]
@@ -530,7 +435,7 @@ def _set_named(c: Converter, out: str, val: Val) -> None:
                 and val.name not in c.result_of.values()
                 and val.name not in c.physical_names())
     if fresh_op and out not in c.block.tensors and val.name != out:
-        rename(c.block, val.name, out, c)
+        c.rename(val.name, out)
         val = Val(val.shape, val.dtype, out, val.perm)
     c.set_result(out, val)
 
@@ -689,7 +594,7 @@ def _softmax(c: Converter, op) -> None:
         red[t] = 1
         s = c.emit("REDUCE_SUM", [s], red, "fp32", {"axis": t}, base=out + "_sum")
     r = c.emit("RECIPROCAL", [s], red, "fp32", base=out + "_rcp")
-    shift = c.shared(("mul_shift",), lambda: c.const(np.zeros(1), "int8", "mul_shift", (1,)))
+    shift = c.mul_shift()
     c.result(out, "MUL", [e, r, shift], x.perm)
 
 
@@ -713,17 +618,11 @@ def _fully_connected(c: Converter, a: Val, weight: np.ndarray, bias: np.ndarray,
     m, k = a.shape
     n = weight.shape[0]
     x4 = c.reshaped(a, (m, 1, 1, k), out + "_in")
-    wname = c.const(weight.reshape(n, 1, 1, k), "fp32", out + "_weight")
-    bname = c.const(bias, "fp32", out + "_bias")
-    if filter_name:
-        c.param_of[wname] = (filter_name, "fc_weight")
-    if bias_name:
-        c.param_of[bname] = (bias_name, "bias")
+    wname, bname = _params(c, out, weight.reshape(n, 1, 1, k), bias, filter_name, bias_name,
+                           "fc_weight")
     zp = c.zero_point("fp32")
-    attrs = {"pad": [0, 0, 0, 0], "stride": [1, 1], "dilation": [1, 1],
-             "local_bound": False, "acc_type": "FP32"}
-    conv = c.emit("CONV2D", [x4.name, wname, bname, zp, zp], [m, 1, 1, n], "fp32", attrs,
-                  base=out + "_fc")
+    conv = c.emit("CONV2D", [x4.name, wname, bname, zp, zp], [m, 1, 1, n], "fp32",
+                  conv_attrs([0, 0, 0, 0], [1, 1], [1, 1]), base=out + "_fc")
     c.result(out, "RESHAPE", [conv, c.shape_const([m, n], out + "_shape")], identity(2))
 
 

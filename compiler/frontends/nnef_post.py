@@ -1,23 +1,17 @@
 """Clean-up passes over the float TOSA block the NNEF converter built.
 
-* :func:`merge_clamps`: CLAMP -> CLAMP becomes one CLAMP (``min(max(x, 0), 6)`` style).
-* :func:`merge_reshapes`: RESHAPE -> RESHAPE becomes one RESHAPE.
-* :func:`fold_slices`: a SLICE that only drops trailing rows/columns (added where NNEF's
-  rounding-down output size is not an exact TOSA division) is folded into the convolution
-  that produces the data, through element-wise CLAMP/ADD/MUL in between, when taking
-  bottom/right padding off that convolution is enough for it to compute fewer rows.
-  Otherwise the SLICE stays (never zero taps appended to a kernel: they cost multiplies).
-* :func:`dead_code`: operators whose results reach no graph output go, with unused tensors.
+The passes are :mod:`compiler.frontends.graph_passes` (shared with the OpenVINO
+frontend): CLAMP -> CLAMP and RESHAPE -> RESHAPE merged, tail-trimming SLICEs (added where
+NNEF's rounding-down output size is not an exact TOSA division) folded into the producing
+convolution where taking padding off it is enough, dead code removed; then every constant
+gets its CONST / CONST_SHAPE operator.
 """
 from __future__ import annotations
 
-import numpy as np
-
+from compiler.frontends.graph_passes import (
+    dead_code, fold_slices, merge_clamps, merge_reshapes, note_trim_slices,
+)
 from compiler.quantize.prepare import add_const_ops
-from tosa_ir import Block, Operator
-
-_CONVS = ("CONV2D", "DEPTHWISE_CONV2D")
-_ELEMENTWISE = ("CLAMP", "ADD", "MUL", "SUB")
 
 
 def finish(conv) -> None:
@@ -27,155 +21,5 @@ def finish(conv) -> None:
     merge_reshapes(block)
     fold_slices(block, conv.notes)
     dead_code(block)
-    for op in block.operators:
-        if op.op == "SLICE" and op.outputs[0] in conv.trim_slices:
-            src = block.tensors[op.inputs[0]].shape
-            dst = block.tensors[op.outputs[0]].shape
-            conv.notes.append(f"{op.location}: a SLICE drops the last {src[1] - dst[1]} "
-                              f"row(s)/{src[2] - dst[2]} column(s) of {op.inputs[0]}, "
-                              f"which no window reaches, so that the size divides exactly")
+    note_trim_slices(block, conv.trim_slices, conv.notes)
     add_const_ops(block)
-
-
-def _single_consumer(block: Block, name: str, consumers=None) -> Operator | None:
-    consumers = block.consumers() if consumers is None else consumers
-    users = consumers.get(name, [])
-    if len(users) != 1 or name in block.outputs:
-        return None
-    return users[0]
-
-
-def merge_clamps(block: Block) -> None:
-    changed = True
-    while changed:
-        changed = False
-        producers, consumers = block.producers(), block.consumers()
-        for op in block.operators:
-            if op.op != "CLAMP":
-                continue
-            first = producers.get(op.inputs[0])
-            if first is None or first.op != "CLAMP" or \
-                    _single_consumer(block, first.outputs[0], consumers) is not op:
-                continue
-            lo = max(first.attrs["min_val"], op.attrs["min_val"])
-            hi = min(first.attrs["max_val"], op.attrs["max_val"])
-            if lo > hi:
-                lo = hi = min(hi, max(lo, hi))
-            op.attrs["min_val"], op.attrs["max_val"] = lo, hi
-            op.inputs[0] = first.inputs[0]
-            block.operators.remove(first)
-            changed = True
-            break
-
-
-def merge_reshapes(block: Block) -> None:
-    changed = True
-    while changed:
-        changed = False
-        producers, consumers = block.producers(), block.consumers()
-        for op in block.operators:
-            if op.op != "RESHAPE":
-                continue
-            first = producers.get(op.inputs[0])
-            if first is None or first.op != "RESHAPE" or \
-                    _single_consumer(block, first.outputs[0], consumers) is not op:
-                continue
-            op.inputs[0] = first.inputs[0]
-            block.operators.remove(first)
-            changed = True
-            break
-
-
-def _broadcast_operand(block: Block, op: Operator) -> bool:
-    """True when the element-wise ``op`` only broadcasts constants over H and W."""
-    for name in op.inputs[1:]:
-        t = block.tensors[name]
-        if t.dtype in ("int8",) and op.op == "MUL":   # MUL's shift operand
-            continue
-        if not t.is_const or len(t.shape) != 4 or t.shape[1] != 1 or t.shape[2] != 1:
-            return False
-    return True
-
-
-def fold_slices(block: Block, notes: list[str]) -> None:
-    """Fold tail-trimming SLICEs into the producing convolution where possible."""
-    for op in list(block.operators):
-        if op.op != "SLICE" or op not in block.operators:
-            continue
-        start = block.tensors[op.inputs[1]].data
-        if start is None or np.any(start != 0):
-            continue
-        src = block.tensors[op.inputs[0]]
-        size = [int(v) for v in block.tensors[op.inputs[2]].data]
-        if len(src.shape) != 4 or size[0] != src.shape[0] or size[3] != src.shape[3]:
-            continue
-        drop = (src.shape[1] - size[1], src.shape[2] - size[2])
-        producers, consumers = block.producers(), block.consumers()
-        chain, name = [], src.name
-        while True:
-            if _single_consumer(block, name, consumers) is None:
-                chain = None
-                break
-            prod = producers.get(name)
-            if prod is None:
-                chain = None
-                break
-            if prod.op in _CONVS:
-                break
-            if prod.op not in _ELEMENTWISE or not _broadcast_operand(block, prod):
-                chain = None
-                break
-            chain.append(prod)
-            name = prod.inputs[0]
-        if chain is None:
-            continue
-        conv_op = producers[name]
-        if not _shrink_conv(conv_op, drop):
-            continue
-        for t in [conv_op.outputs[0]] + [c.outputs[0] for c in chain]:
-            tensor = block.tensors[t]
-            tensor.shape = (tensor.shape[0], tensor.shape[1] - drop[0],
-                            tensor.shape[2] - drop[1], tensor.shape[3])
-        out = op.outputs[0]
-        for user in block.operators:
-            user.inputs = [src.name if n == out else n for n in user.inputs]
-        block.outputs = [src.name if n == out else n for n in block.outputs]
-        block.operators.remove(op)
-        notes.append(f"{conv_op.location}: computes {drop[0]} row(s)/{drop[1]} column(s) less "
-                     f"(less bottom/right padding) so that the following window divides "
-                     f"exactly")
-
-
-def _shrink_conv(op: Operator, drop: tuple[int, int]) -> bool:
-    """Make convolution ``op`` produce ``drop`` fewer output rows/columns by taking
-    ``drop * stride`` rows/columns off its bottom/right padding; False (nothing changed)
-    when the padding is too small.
-
-    The division stays exact: the dividend shrinks by a multiple of the stride.
-    """
-    pad = list(op.attrs["pad"])
-    stride = list(op.attrs["stride"])
-    for i in range(2):
-        delta = drop[i] * stride[i]
-        if delta > pad[2 * i + 1]:
-            return False
-        pad[2 * i + 1] -= delta
-    op.attrs["pad"] = pad
-    return True
-
-
-def dead_code(block: Block) -> None:
-    needed = set(block.outputs)
-    keep = []
-    for op in reversed(block.operators):
-        if any(o in needed for o in op.outputs):
-            keep.append(op)
-            needed.update(op.inputs)
-    block.operators = keep[::-1]
-    used = set(block.inputs) | set(block.outputs)
-    for op in block.operators:
-        used.update(op.inputs)
-        used.update(op.outputs)
-    for name in list(block.tensors):
-        if name not in used:
-            del block.tensors[name]

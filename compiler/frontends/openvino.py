@@ -41,8 +41,8 @@ import numpy as np
 
 from compiler.frontends.openvino_bin import WeightsFile
 from compiler.frontends.openvino_convert import Converter
-from compiler.frontends.openvino_post import add_const_ops
 from compiler.frontends.openvino_xml import read_ir
+from compiler.quantize.prepare import add_const_ops
 from compiler.quantize.qparams import QParams
 from tosa_ir import Graph, Operator, Tensor, numpy_dtype
 from tosa_ir.errors import InvalidInput, Unsupported

@@ -16,7 +16,12 @@ weights, FakeQuantize of weights).  Folded weights keep their integer form
 
 The float graph uses TOSA 1.0 conventions: zero points are input tensors, MUL takes a shift
 tensor, RESHAPE/PAD/SLICE take shape tensors, fully connected layers are RESHAPE + 1x1
-CONV2D.  Operator handlers are in :mod:`compiler.frontends.openvino_ops`.
+CONV2D.  Where OpenVINO rounds a window's output size down and TOSA needs an exact
+division, the rows no window reaches come off the end padding or are sliced off the input,
+as in the NNEF frontend (:mod:`compiler.frontends.windows`); kernels keep their size.
+
+The value bookkeeping is :class:`compiler.frontends.graph_builder.LayoutBuilder` (shared
+with the NNEF frontend); operator handlers are in :mod:`compiler.frontends.openvino_ops`.
 """
 from __future__ import annotations
 
@@ -24,29 +29,19 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from compiler.frontends import graph_builder
+from compiler.frontends.graph_builder import NHWC, LayoutBuilder, identity
 from compiler.frontends.openvino_bin import WeightsFile
 from compiler.frontends.openvino_quant import WeightQuant
 from compiler.frontends.openvino_xml import IrModel, Layer
 from compiler.quantize.qparams import QParams
-from tosa_ir import Block, Graph, Operator, Tensor, numpy_dtype
+from tosa_ir import Graph
 from tosa_ir.errors import InvalidInput, NpuError, Unsupported
 
-NHWC = (0, 2, 3, 1)
 NCHW_OF_NHWC = [0, 3, 1, 2]
 # Layers that may take a value held as integer codes (Val.codes).
 CODES_PASS = frozenset({"Transpose", "Reshape", "Squeeze", "Unsqueeze", "Convert",
                         "FakeQuantize", "Result"})
-FLOAT_MAX = float(np.finfo(np.float32).max)
-
-
-def identity(rank: int) -> tuple[int, ...]:
-    return tuple(range(rank))
-
-
-def trivial_permutation(rel, shape) -> bool:
-    """True when transposing ``shape`` by ``rel`` keeps the row-major order (a RESHAPE)."""
-    big = [a for a in rel if shape[a] != 1]
-    return big == sorted(big)
 
 
 def tosa_dtype_of(arr: np.ndarray) -> str:
@@ -59,7 +54,7 @@ def tosa_dtype_of(arr: np.ndarray) -> str:
 
 
 @dataclass
-class Val:
+class Val(graph_builder.Val):
     """An OpenVINO output port as converted: a TOSA tensor in layout ``perm`` or a constant.
 
     ``shape`` is the OpenVINO shape.  ``data`` (OpenVINO order) is set for constants,
@@ -69,21 +64,8 @@ class Val:
     one): the TOSA tensor holds the real value it stands for.
     """
 
-    shape: tuple[int, ...]
-    dtype: str
-    name: str | None = None
-    perm: tuple[int, ...] | None = None
-    data: np.ndarray | None = None
     quant: WeightQuant | None = None
     codes: str | None = None
-
-    @property
-    def is_const(self) -> bool:
-        return self.data is not None
-
-    @property
-    def rank(self) -> int:
-        return len(self.shape)
 
     @classmethod
     def const(cls, data, quant: WeightQuant | None = None) -> "Val":
@@ -92,28 +74,25 @@ class Val:
                    quant=quant)
 
 
-class Converter:
-    """Builds the float TOSA block from an :class:`IrModel`."""
+class Converter(LayoutBuilder):
+    """Builds the float TOSA block from an :class:`IrModel`.
+
+    ``vals`` maps (layer id, output port index) to the port's :class:`Val`.
+    """
 
     def __init__(self, ir: IrModel, weights: WeightsFile | None, layout: str = "nhwc"):
         if layout not in ("nhwc", "nchw"):
             raise ValueError(f"layout must be 'nhwc' or 'nchw', not {layout!r}")
+        super().__init__()
         self.ir = ir
         self.weights = weights
         self.layout = layout
-        self.block = Block("main")
-        self.vals: dict[tuple[int, int], Val] = {}
-        self.names: set[str] = set()
-        self._phys: dict[tuple, str] = {}
-        self._shared: dict[tuple, str] = {}
-        self._keep: list[np.ndarray] = []
         self.layer: Layer | None = None
         # Activation parameters from FakeQuantize layers, by TOSA tensor name.
         self.given: dict[str, QParams] = {}
         self.given_by: dict[str, str] = {}        # tensor -> the FakeQuantize layer
         # Weight parameters (per output channel) by TOSA weight tensor name.
         self.weight_given: dict[str, QParams] = {}
-        self.notes: list[str] = []
         self.fake_quantized = False
         # Graph outputs: TOSA name -> (Result layer name, OpenVINO tensor names).
         self.output_info: dict[str, tuple[str, str]] = {}
@@ -127,67 +106,39 @@ class Converter:
     def where(self) -> str:
         return self.layer.where if self.layer is not None else self.ir.path
 
+    @property
+    def location(self) -> str:
+        """Stamped on every operator emitted: the current layer."""
+        return self.where
+
     def unsupported(self, text: str) -> Unsupported:
         return Unsupported(f"{self.where}: {text}")
 
     def invalid(self, text: str) -> InvalidInput:
         return InvalidInput(f"{self.where}: {text}")
 
-    # -- naming and tensors -----------------------------------------------------------
-    def fresh(self, base: str) -> str:
-        base = str(base) or "t"
-        name, i = base, 1
-        while name in self.names:
-            name = f"{base}_{i}"
-            i += 1
-        self.names.add(name)
-        return name
-
-    def tensor(self, name: str, shape, dtype: str, data: np.ndarray | None = None) -> str:
-        shape = tuple(int(d) for d in shape)
-        if data is not None:
-            data = np.ascontiguousarray(np.asarray(data).astype(numpy_dtype(dtype))
-                                        .reshape(shape))
-        self.block.add_tensor(Tensor(name, shape, dtype, data))
-        return name
-
-    def const(self, data, dtype: str, base: str = "const", shape=None) -> str:
-        arr = np.asarray(data)
-        shape = arr.shape if shape is None else tuple(shape)
-        return self.tensor(self.fresh(base), shape, dtype, arr.reshape(shape))
-
-    def shared(self, key: tuple, make) -> str:
-        """A constant made once per key (zero points, the MUL shift)."""
-        if key not in self._shared:
-            self._shared[key] = make()
-        return self._shared[key]
-
-    def zero_point(self, dtype: str = "fp32") -> str:
-        return self.shared(("zp", dtype),
-                           lambda: self.const(np.zeros(1), dtype, f"zp_{dtype}", (1,)))
-
-    def mul_shift(self) -> str:
-        return self.shared(("mul_shift",),
-                           lambda: self.const(np.zeros(1), "int8", "mul_shift", (1,)))
-
-    def shape_const(self, values, base: str) -> str:
-        values = [int(v) for v in values]
-        return self.const(np.asarray(values, np.int64), "shape", base, (len(values),))
-
+    # -- naming ----------------------------------------------------------------------
     def base(self, suffix: str = "") -> str:
         """A readable tensor name base for the current layer."""
         name = self.layer.name if self.layer is not None and self.layer.name else "t"
         return name + suffix
 
-    def emit(self, op: str, inputs, out_shape, dtype: str = "fp32", attrs=None,
-             base: str | None = None) -> str:
-        """Append operator ``op`` with one new output tensor; returns its name."""
-        out = self.fresh(base if base is not None else self.base())
-        self.tensor(out, out_shape, dtype)
-        location = self.where
-        self.block.operators.append(Operator(op, list(inputs), [out], dict(attrs or {}),
-                                             location))
-        return out
+    def default_base(self) -> str:
+        return self.base()
+
+    def const_base(self) -> str:
+        return self.base("_const")
+
+    def const_owner(self, v: Val):
+        # Folded constants are keyed by their array: ports holding the same array share
+        # one TOSA constant per layout.
+        return v.data
+
+    def renamed(self, old: str, new: str) -> None:
+        for mapping in (self.given, self.given_by, self.weight_given, self.boundary,
+                        self.output_info, self.code_inputs):
+            if old in mapping:
+                mapping[new] = mapping.pop(old)
 
     def result(self, op: str, inputs, shape, perm, attrs=None, dtype: str = "fp32") -> Val:
         """Emit ``op`` producing the OpenVINO tensor ``shape`` held in layout ``perm``."""
@@ -196,34 +147,6 @@ class Converter:
         return Val(tuple(shape), dtype, name, tuple(perm))
 
     # -- values ---------------------------------------------------------------------
-    def physical(self, v: Val, perm=None) -> str:
-        """A TOSA tensor holding ``v`` in layout ``perm`` (OpenVINO order by default)."""
-        perm = identity(v.rank) if perm is None else tuple(perm)
-        if v.is_const:
-            key = ("const", id(v.data), perm)
-            if key not in self._phys:
-                data = np.asarray(v.data).transpose(perm)
-                self._phys[key] = self.const(data, v.dtype, self.base("_const"))
-                self._keep.append(v.data)        # keeps id(v.data) unique while cached
-            return self._phys[key]
-        if v.perm == perm:
-            return v.name
-        key = (v.name, perm)
-        if key in self._phys:
-            return self._phys[key]
-        rel = [v.perm.index(p) for p in perm]
-        old_shape = [v.shape[p] for p in v.perm]
-        new_shape = [v.shape[p] for p in perm]
-        base = v.name + ("_nchw" if perm == identity(v.rank) else "_t")
-        if trivial_permutation(rel, old_shape):
-            out = self.emit("RESHAPE", [v.name, self.shape_const(new_shape, base + "_shape")],
-                            new_shape, v.dtype, base=base)
-        else:
-            out = self.emit("TRANSPOSE", [v.name], new_shape, v.dtype, {"perms": rel},
-                            base=base)
-        self._phys[key] = out
-        return out
-
     def reshaped(self, v: Val, shape, base: str | None = None) -> Val:
         """``v`` reshaped (row-major, OpenVINO order) to ``shape``."""
         shape = tuple(int(d) for d in shape)
@@ -405,33 +328,3 @@ class Converter:
             self.output_info[src] = (layer.name, port.names)
             self.boundary[src] = tuple(perm)
         self.layer = None
-
-    def rename(self, old: str, new: str) -> None:
-        """Rename tensor ``old`` to ``new``, moving a tensor already called ``new`` aside."""
-        if old == new:
-            return
-        if new in self.block.tensors:
-            self._rename_plain(new, self.fresh(new + "_v"))
-        self._rename_plain(old, new)
-
-    def _rename_plain(self, old: str, new: str) -> None:
-        block = self.block
-        tensor = block.tensors.pop(old)
-        tensor.name = new
-        block.tensors[new] = tensor
-        for op in block.operators:
-            op.inputs = [new if n == old else n for n in op.inputs]
-            op.outputs = [new if n == old else n for n in op.outputs]
-        block.inputs = [new if n == old else n for n in block.inputs]
-        block.outputs = [new if n == old else n for n in block.outputs]
-        for mapping in (self.given, self.given_by, self.weight_given, self.boundary,
-                        self.output_info, self.code_inputs):
-            if old in mapping:
-                mapping[new] = mapping.pop(old)
-        for key, value in list(self._phys.items()):
-            if value == old:
-                self._phys[key] = new
-        for v in self.vals.values():
-            if v.name == old:
-                v.name = new
-        self.names.add(new)

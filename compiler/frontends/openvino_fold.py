@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from compiler.frontends.common import handler_registry
 from compiler.frontends.openvino_convert import Converter, Val
 from compiler.frontends.openvino_quant import WeightQuant, fq_weights
 from compiler.frontends.openvino_xml import (
@@ -19,21 +20,13 @@ from compiler.frontends.openvino_xml import (
 )
 from tosa_ir.errors import Unsupported
 
-FOLDERS: dict[str, object] = {}
+FOLDERS, folds = handler_registry()
 
 # Destination types of Convert -> numpy.
 NUMPY_TYPES = {"f64": np.float64, "f32": np.float32, "f16": np.float16, "bf16": np.float32,
                "i64": np.int64, "i32": np.int32, "i16": np.int16, "i8": np.int8,
                "u64": np.uint64, "u32": np.uint32, "u16": np.uint16, "u8": np.uint8,
                "boolean": np.bool_}
-
-
-def folds(*names: str):
-    def wrap(fn):
-        for name in names:
-            FOLDERS[name] = fn
-        return fn
-    return wrap
 
 
 def norm_axis(c: Converter, axis: int, rank: int, what: str = "axis") -> int:

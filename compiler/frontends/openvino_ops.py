@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import numpy as np
 
+from compiler.frontends.common import handler_registry
+from compiler.frontends.graph_builder import FLOAT_MAX, NHWC, identity
 from compiler.frontends.openvino_bin import element_type, parse_shape, read_const
-from compiler.frontends.openvino_convert import (
-    FLOAT_MAX, NHWC, Converter, Val, identity,
-)
+from compiler.frontends.openvino_convert import Converter, Val
 from compiler.frontends.openvino_fold import (
     int_list, norm_axis, reshape_target, shape_of, slice8_index, split_ranges,
     squeeze_shape, strided_slice_index, transpose_order, unsqueeze_shape,
@@ -24,16 +24,11 @@ from compiler.frontends.openvino_quant import (
 from compiler.frontends.openvino_xml import (
     Layer, attr_bool, attr_float, attr_int, attr_ints, attr_str,
 )
+from compiler.frontends.windows import (
+    conv_attrs, conv_input, conv_weight, pool_operands, slice_tail, zero_pad_hw,
+)
 
-HANDLERS: dict[str, object] = {}
-
-
-def handles(*names: str):
-    def wrap(fn):
-        for name in names:
-            HANDLERS[name] = fn
-        return fn
-    return wrap
+HANDLERS, handles = handler_registry()
 
 
 # ---------------------------------------------------------------------------------------
@@ -126,36 +121,6 @@ def window_geometry(c: Converter, layer: Layer, in_hw, k_hw, dilated: bool = Tru
     return strides, dil, pb, pe
 
 
-def _fit_conv(size: int, k: int, s: int, d: int, p: int, q: int) -> tuple[int, int, int]:
-    """Make a convolution's output size division exact (TOSA ERROR_IF), same results.
-
-    OpenVINO drops the remainder of ``(size - 1 + p + q - (k-1)*d) / s``; TOSA requires
-    none.  The rows that make the remainder are never read: take them off the end padding
-    ``q`` first, then append zero taps to the kernel (when the dilation allows), else
-    slice them off the input.  Returns ``(q, extra_taps, input_rows_to_drop)``.
-    """
-    r = (size - 1 + p + q - (k - 1) * d) % s
-    cut = min(q, r)
-    q, r = q - cut, r - cut
-    if r == 0:
-        return q, 0, 0
-    if r % d == 0:
-        return q, r // d, 0
-    return q, 0, r
-
-
-def _slice_tail(c: Converter, name: str, drop: dict[int, int]) -> str:
-    """SLICE dropping ``drop[axis]`` trailing entries (TOSA layout axes) of ``name``."""
-    shape = list(c.block.tensors[name].shape)
-    size = list(shape)
-    for axis, n in drop.items():
-        size[axis] -= n
-    c.notes.append(f"{c.where}: SLICE drops {drop} trailing rows/columns")
-    return c.emit("SLICE", [name, c.shape_const([0] * len(shape), name + "_start"),
-                            c.shape_const(size, name + "_size")], size,
-                  c.block.tensors[name].dtype, base=name + "_trim")
-
-
 def _weights(c: Converter, v: Val, what: str = "weights") -> np.ndarray:
     data = c.const_data(v, what)
     if data.dtype.kind != "f":
@@ -192,38 +157,18 @@ def _conv_common(c: Converter, layer: Layer, x: Val, w_oihw: np.ndarray, groups:
     if out_h <= 0 or out_w <= 0:
         raise c.invalid(f"kernel {kh}x{kw} is larger than the padded input {h}x{wd}")
     out_shape = c.check_shape((n, oc, out_h, out_w))
-    q_h, eh, drop_h = _fit_conv(h, kh, strides[0], dil[0], pb[0], pe[0])
-    q_w, ew, drop_w = _fit_conv(wd, kw, strides[1], dil[1], pb[1], pe[1])
-    xin = c.physical(x, NHWC)
-    if drop_h or drop_w:
-        xin = _slice_tail(c, xin, {1: drop_h, 2: drop_w})
-    if groups == 1:
-        kind, weight, hw_axes = "CONV2D", w_oihw.transpose(0, 2, 3, 1), (1, 2)
-    elif groups == ch and cg == 1:
-        kind, hw_axes = "DEPTHWISE_CONV2D", (0, 1)
-        weight = w_oihw.reshape(ch, oc // ch, kh, kw).transpose(2, 3, 0, 1)
-    else:
-        # A grouped convolution as one CONV2D with a block-diagonal filter: exact, within
-        # the operator set the NPU runs (at groups times the multiplications).
-        og = oc // groups
-        full = np.zeros((oc, ch, kh, kw), np.float32)
-        for g in range(groups):
-            full[g * og:(g + 1) * og, g * cg:(g + 1) * cg] = w_oihw[g * og:(g + 1) * og]
-        kind, weight, hw_axes = "CONV2D", full.transpose(0, 2, 3, 1), (1, 2)
+    # Exact TOSA sizes: rows no window reaches come off the end padding, else a SLICE
+    # drops them from the input (compiler.frontends.windows); the kernel keeps its size.
+    xin, pad = conv_input(c, x, (kh, kw), strides, dil, ((pb[0], pe[0]), (pb[1], pe[1])))
+    kind, weight, block_diagonal = conv_weight(w_oihw, groups)
+    if block_diagonal:
         c.notes.append(f"{c.where}: {groups}-group convolution as a block-diagonal CONV2D")
-    if eh or ew:
-        widths = [(0, 0)] * 4
-        widths[hw_axes[0]], widths[hw_axes[1]] = (0, eh), (0, ew)
-        weight = np.pad(weight, widths)
-        c.notes.append(f"{c.where}: kernel extended by {eh}x{ew} zero taps so that the "
-                       f"output size divides exactly")
     wname = c.const(weight, "fp32", c.base("_weight"))
     _weight_given(c, wname, wval, oc)
     bname = c.const(np.zeros(oc, np.float32), "fp32", c.base("_bias"))
     zp = c.zero_point()
-    attrs = {"pad": [pb[0], q_h, pb[1], q_w], "stride": list(strides),
-             "dilation": list(dil), "local_bound": False, "acc_type": "FP32"}
-    return c.result(kind, [xin, wname, bname, zp, zp], out_shape, NHWC, attrs)
+    return c.result(kind, [xin, wname, bname, zp, zp], out_shape, NHWC,
+                    conv_attrs(pad, strides, dil))
 
 
 def _rank4(c: Converter, x: Val, what: str) -> None:
@@ -231,25 +176,26 @@ def _rank4(c: Converter, x: Val, what: str) -> None:
         raise c.unsupported(f"{what} on rank-{x.rank} data (only 2-D, rank-4 NCHW)")
 
 
-@handles("Convolution")
-def _convolution(c: Converter, layer: Layer, ins):
+def _conv_operands(c: Converter, layer: Layer, ins, rank: int, form: str = ""):
+    """The activation, the weights value and its float data (of rank ``rank``)."""
     _need(c, ins, 2)
     x, w = _activation(c, ins[0]), ins[1]
-    _rank4(c, x, "Convolution")
+    _rank4(c, x, layer.type)
     weights = _weights(c, w)
-    if weights.ndim != 4:
-        raise c.invalid(f"weights have rank {weights.ndim}, expected 4")
+    if weights.ndim != rank:
+        raise c.invalid(f"weights have rank {weights.ndim}, expected {rank}{form}")
+    return x, w, weights
+
+
+@handles("Convolution")
+def _convolution(c: Converter, layer: Layer, ins):
+    x, w, weights = _conv_operands(c, layer, ins, 4)
     return [_conv_common(c, layer, x, weights, 1, w)]
 
 
 @handles("GroupConvolution")
 def _group_convolution(c: Converter, layer: Layer, ins):
-    _need(c, ins, 2)
-    x, w = _activation(c, ins[0]), ins[1]
-    _rank4(c, x, "GroupConvolution")
-    weights = _weights(c, w)
-    if weights.ndim != 5:
-        raise c.invalid(f"weights have rank {weights.ndim}, expected 5 [G, O, I, KH, KW]")
+    x, w, weights = _conv_operands(c, layer, ins, 5, " [G, O, I, KH, KW]")
     g, og, ig, kh, kw = weights.shape
     flat = weights.reshape(g * og, ig, kh, kw)
     wflat = c.reshaped(w, (g * og, ig, kh, kw)) if w.quant is not None else w
@@ -286,10 +232,8 @@ def fully_connected(c: Converter, a: Val, wval: Val, out_shape) -> Val:
     _weight_given(c, wname, wval, n)
     bname = c.const(np.zeros(n, np.float32), "fp32", c.base("_bias"))
     zp = c.zero_point()
-    attrs = {"pad": [0, 0, 0, 0], "stride": [1, 1], "dilation": [1, 1],
-             "local_bound": False, "acc_type": "FP32"}
     conv = c.emit("CONV2D", [c.physical(x4), wname, bname, zp, zp], [rows, 1, 1, n], "fp32",
-                  attrs, base=c.base("_fc"))
+                  conv_attrs([0, 0, 0, 0], [1, 1], [1, 1]), base=c.base("_fc"))
     return c.reshaped(Val((rows, 1, 1, n), "fp32", conv, identity(4)), out_shape)
 
 
@@ -601,12 +545,8 @@ def _pool(c: Converter, layer: Layer, x: Val, kind: str, exclude_pad: bool) -> V
     sizes = [h, wd]
     if kind == "AVG_POOL2D" and not exclude_pad and any(pb + pe):
         # Padding that counts in the average: zeros padded in, then no TOSA padding.
-        padded = [n, h + pb[0] + pe[0], wd + pb[1] + pe[1], ch]
-        xin = c.emit("PAD", [xin, c.shape_const([0, 0, pb[0], pe[0], pb[1], pe[1], 0, 0],
-                                                c.base("_pads")),
-                             c.const(np.zeros(1), "fp32", c.base("_padval"), (1,))],
-                     padded, "fp32", base=c.base("_padded"))
-        sizes = padded[1:3]
+        xin = zero_pad_hw(c, xin, (pb[0], pe[0], pb[1], pe[1]), c.base())
+        sizes = list(c.block.tensors[xin].shape[1:3])
         pb = [0, 0]
     tosa_pad, drop = [], {}
     for i in range(2):
@@ -615,18 +555,11 @@ def _pool(c: Converter, layer: Layer, x: Val, kind: str, exclude_pad: bool) -> V
         if d:
             drop[1 + i] = d
     if drop:
-        xin = _slice_tail(c, xin, drop)
+        xin = slice_tail(c, xin, drop)
     if tosa_pad[0] >= kernel[0] or tosa_pad[1] >= kernel[0] or \
             tosa_pad[2] >= kernel[1] or tosa_pad[3] >= kernel[1]:
         raise c.unsupported(f"padding {tosa_pad} is not smaller than the kernel {kernel}")
-    attrs = {"kernel": list(kernel), "stride": list(strides), "pad": tosa_pad}
-    inputs = [xin]
-    if kind == "AVG_POOL2D":
-        zp = c.zero_point()
-        inputs += [zp, zp]
-        attrs["acc_type"] = "FP32"
-    else:
-        attrs["nan_mode"] = "PROPAGATE"
+    inputs, attrs = pool_operands(c, kind, xin, kernel, strides, tosa_pad)
     return c.result(kind, inputs, out_shape, NHWC, attrs)
 
 
@@ -652,14 +585,8 @@ def _avg_pool(c: Converter, layer: Layer, ins):
 
 def _global_pool(c: Converter, x: Val, kind: str, keep: bool, out_shape) -> Val:
     n, ch, h, wd = x.shape
-    attrs = {"kernel": [h, wd], "stride": [1, 1], "pad": [0, 0, 0, 0]}
-    inputs = [c.physical(x, NHWC)]
-    if kind == "AVG_POOL2D":
-        zp = c.zero_point()
-        inputs += [zp, zp]
-        attrs["acc_type"] = "FP32"
-    else:
-        attrs["nan_mode"] = "PROPAGATE"
+    inputs, attrs = pool_operands(c, kind, c.physical(x, NHWC), [h, wd], [1, 1],
+                                  [0, 0, 0, 0])
     v = c.result(kind, inputs, (n, ch, 1, 1), NHWC, attrs)
     return v if keep else c.reshaped(v, out_shape)
 
@@ -684,16 +611,7 @@ def _reduce(c: Converter, layer: Layer, ins):
         kind = "AVG_POOL2D" if layer.type == "ReduceMean" else "MAX_POOL2D"
         return [_global_pool(c, x, kind, keep, out_shape)]
     tosa_op = _REDUCE[layer.type]
-    cur, shape = x.name, [x.shape[p] for p in x.perm]
-    count = 1
-    for a in axes:
-        t = x.perm.index(a)
-        count *= shape[t]
-        shape[t] = 1
-        attrs = {"axis": t}
-        if tosa_op != "REDUCE_SUM":
-            attrs["nan_mode"] = "PROPAGATE"
-        cur = c.emit(tosa_op, [cur], shape, "fp32", attrs, base=c.base("_red"))
+    cur, count = c.reduce_axes(x, tosa_op, axes, c.base("_red"))
     v = Val(kept, "fp32", cur, x.perm)
     if layer.type == "ReduceMean":
         v = binary(c, "MUL", v, Val.const(np.asarray(1.0 / count, np.float32)), kept)

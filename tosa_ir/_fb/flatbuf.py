@@ -35,7 +35,11 @@ class TableReader:
 
     ``budget`` caps the number of vector elements decoded, so that a crafted file whose
     vectors all point at the same large vector cannot make decoding quadratic.
+    ``min_voffset``: the smallest offset a present field may have inside its table (a
+    subclass may set 4, the size of the table's own vtable offset).
     """
+
+    min_voffset = 0
 
     def __init__(self, buf: bytes):
         self.buf = buf
@@ -87,8 +91,13 @@ class TableReader:
                             f"expected {identifier!r}")
         return self._deref(0, "root table offset")
 
-    def table(self, pos: int, name: str, where: str) -> dict:
-        """Decode table ``name`` at ``pos``."""
+    def _fields(self, pos: int, where: str):
+        """The field locator of the table at ``pos``, after checking its vtable.
+
+        Returns ``slot(index, size)``: the position of field ``index`` (``size`` bytes), or
+        None when the vtable leaves it out; a field that does not lie inside its table
+        (or starts before ``min_voffset``) raises :class:`Malformed`.
+        """
         self._check(pos, 4, where)
         vtable = pos - self._unpack(_I32, pos, where)
         vsize = self._unpack(_U16, vtable, where)
@@ -104,10 +113,15 @@ class TableReader:
             voffset = self._unpack(_U16, vtable + 4 + 2 * index, where)
             if voffset == 0:
                 return None
-            if voffset + size > tsize:
+            if voffset < self.min_voffset or voffset + size > tsize:
                 raise Malformed(f"{where}: field {index} lies outside its table")
             return pos + voffset
 
+        return slot
+
+    def table(self, pos: int, name: str, where: str) -> dict:
+        """Decode table ``name`` at ``pos``."""
+        slot = self._fields(pos, where)
         out = {}
         for field in TABLES[name]:
             fwhere = f"{where}.{field.name}"
