@@ -14,6 +14,7 @@ from isa.program import Program
 from hw.simulation import RtlResult, run_program
 from sim.npu_timing import TimingModel
 
+from cocotb_tests.loop_programs import unroll
 from cocotb_tests.npu_model import Model
 
 
@@ -37,7 +38,9 @@ def run_checked(build_dir, config: NpuConfig, instrs, memory: bytes | bytearray,
     * status, ERROR_CODE, STOP_PC and the interrupt line;
     * CYCLES and the per-unit busy counters equal the timing model's;
     * final external memory (and scratchpads, with ``srams``) equal the numpy model's,
-      which executes the instructions before the stop.
+      which executes the instructions before the stop (a program with LOOPs: its unrolled
+      equivalent, cocotb_tests/loop_programs.py; then ``stop_at`` must be None, since it
+      counts instructions in issue order while STOP_PC is an index).
 
     ``patch(memory)`` may overwrite bytes after the program is placed (illegal words).
     """
@@ -61,7 +64,9 @@ def run_checked(build_dir, config: NpuConfig, instrs, memory: bytes | bytearray,
 
     ref = None
     if model:
-        ref = Model(config, bytes(mem)).run(instrs[:stop_index])
+        looped = any(x.name == "LOOP" for x in instrs)
+        assert not (looped and stop_at is not None), "use test_rtl_loops.lockstep for stops in loops"
+        ref = Model(config, bytes(mem)).run(unroll(instrs, config) if looped else instrs[:stop_index])
         assert_memory_equal(rtl.memory, ref.memory)
         if srams:
             for name, value in ref.srams.items():

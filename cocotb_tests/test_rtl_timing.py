@@ -1,6 +1,7 @@
 """The cycle model (sim/npu_timing.py) against the RTL: random instruction mixes with random
-wait masks (every overlap the sequencer allows), compared on CYCLES and the per-unit busy
-counters.  Timing is data-independent, so the data (and hazards) do not matter here."""
+wait masks (every overlap the sequencer allows), also inside nested LOOPs, compared on
+CYCLES and the per-unit busy counters.  Timing is data-independent, so the data (and
+hazards) do not matter here."""
 from __future__ import annotations
 
 import numpy as np
@@ -38,6 +39,31 @@ def soup(seed, cfg, n=150):
     return [random_instruction(rng, cfg) for _ in range(n)] + [make("HALT")]
 
 
+def loop_soup(seed, cfg, n=60, depth=4):
+    """Random instructions, runs of them wrapped in nested LOOPs (counts 0..3, bodies that
+    end together, waits on the LOOPs too).  Increments are small and non-negative, and
+    PSRAM stays put on the small NPU, so every address stays in range."""
+    rng = np.random.default_rng(seed)
+    L = cfg.bus_bytes
+
+    def block(level: int, items: int) -> list:
+        out = []
+        for _ in range(items):
+            if level < depth and rng.random() < 0.3:
+                body = block(level + 1, int(rng.integers(1, 4)))
+                out.append(make("LOOP", count=int(rng.choice([0, 1, 2, 3], p=[0.1, 0.2, 0.4, 0.3])),
+                                body=len(body), wait=int(rng.integers(0, 8)) if rng.random() < 0.3 else 0,
+                                inc_ext=L * int(rng.integers(0, 3)), inc_asram=int(rng.integers(0, 3)),
+                                inc_wsram=int(rng.integers(0, 3)), inc_acc=int(rng.integers(0, 3)),
+                                inc_psram=int(rng.integers(0, 2)) if cfg.psram_rows > 64 else 0))
+                out += body
+            else:
+                out.append(random_instruction(rng, cfg))
+        return out
+
+    return block(0, n) + [make("HALT")]
+
+
 @pytest.mark.parametrize("seed", [31, 32, 33])
 def test_timing_random_small(small_rtl, seed):
     run_checked(small_rtl, SMALL_CONFIG, soup(seed, SMALL_CONFIG), bytearray(0xC000), model=False, srams=False)
@@ -46,6 +72,19 @@ def test_timing_random_small(small_rtl, seed):
 def test_timing_random_default(default_rtl):
     run_checked(default_rtl, DEFAULT_CONFIG, soup(41, DEFAULT_CONFIG, n=250), bytearray(0x10000),
                 model=False, srams=False)
+
+
+@pytest.mark.parametrize("seed", [51, 52])
+def test_timing_loops_small(small_rtl, seed):
+    instrs = loop_soup(seed, SMALL_CONFIG)
+    checked = run_checked(small_rtl, SMALL_CONFIG, instrs, bytearray(0xC000), model=False, srams=False)
+    assert len(checked.timing.per_instruction) > 3 * len(instrs) // 2     # the loops repeat
+
+
+def test_timing_loops_default(default_rtl):
+    instrs = loop_soup(61, DEFAULT_CONFIG, n=80)
+    checked = run_checked(default_rtl, DEFAULT_CONFIG, instrs, bytearray(0x10000), model=False, srams=False)
+    assert len(checked.timing.per_instruction) > 3 * len(instrs) // 2
 
 
 def test_timing_empty_program(small_rtl):

@@ -1,9 +1,11 @@
-"""RTL simulation speed: ``python -m hw.bench [--config small|default] [--reps N]``.
+"""RTL simulation speed: ``python -m hw.bench [--config small|default] [--reps N]
+[--program matmul|vector]``.
 
 Builds the Verilator model (reporting the build time when it was not cached) and runs a long
 MATMUL-bound program (weights, activations and results streaming through DMA while the MXU
-works, then ACT and a store), reporting simulated cycles per second of wall time (simulation
-only, process start-up excluded) and checking the cycle count against sim/npu_timing.py.
+works, then ACT and a store) or, with ``--program vector``, a VPU-bound one (VALU, VRESCALE,
+VPOOL), reporting simulated cycles per second of wall time (simulation only, process
+start-up excluded) and checking the cycle count against sim/npu_timing.py.
 """
 from __future__ import annotations
 
@@ -41,6 +43,36 @@ def long_program(cfg, reps: int):
     return instrs
 
 
+def vector_program(cfg, reps: int):
+    """A VPU-bound program: per repetition, a VALU MUL of int8 vectors into ACC, a
+    VRESCALE back to int8, a 3x3 max-pooling window per vector and an int16 SELECT."""
+    from isa.instructions import VecType, ValuOp, VecMem
+
+    n = min(1024, cfg.acc_rows, cfg.asram_rows // 8)
+    ASRAM, ACC = int(VecMem.ASRAM), int(VecMem.ACC)
+    instrs = [
+        make("DMA_LOAD", sram=int(Sram.ASRAM), sram_addr=0, ext_addr=0x10000, len0=4 * n, len1=1, len2=1),
+        make("DMA_LOAD", sram=int(Sram.PSRAM), sram_addr=0, ext_addr=0x30000, len0=12, len1=1, len2=1),
+    ]
+    for i in range(reps):
+        instrs += [
+            make("VALU", op=int(ValuOp.MUL), dtype=int(VecType.INT8), n0=n, n1=1, a_mem=ASRAM, a_addr=0, a_stride0=1,
+                 b_mem=ASRAM, b_addr=n, b_stride0=1, d_mem=ACC, d_addr=0, d_stride0=1, wait=1 if i == 0 else 0),
+            make("VRESCALE", in_type=int(VecType.INT32), out_type=int(VecType.INT8), n0=n, n1=1, a_mem=ACC, a_stride0=1,
+                 d_mem=ASRAM, d_addr=4 * n, d_stride0=1, param_addr=0, per_channel=1, scale32=1),
+            make("VPOOL", mode=0, dtype=int(VecType.INT8), n0=n - 64, n1=1, k0=3, k1=3, w_stride0=1, w_stride1=32,
+                 a_mem=ASRAM, a_addr=4 * n, a_stride0=1, d_mem=ASRAM, d_addr=5 * n, d_stride0=1),
+            make("VALU", op=int(ValuOp.SELECT), dtype=int(VecType.INT16), n0=n // 2, n1=1, a_mem=ASRAM, a_addr=5 * n,
+                 a_stride0=1, b_mem=ASRAM, b_addr=0, b_stride0=2, c_mem=ASRAM, c_addr=2 * n, d_mem=ASRAM,
+                 d_addr=6 * n, d_stride0=2),
+        ]
+    instrs += [
+        make("DMA_STORE", sram=int(Sram.ASRAM), sram_addr=6 * n, ext_addr=0x38000, len0=n, len1=1, len2=1, wait=4),
+        make("HALT"),
+    ]
+    return instrs
+
+
 def main(argv=None) -> None:
     from hw.simulation import build, run_program
     from sim.npu_timing import TimingModel
@@ -49,6 +81,8 @@ def main(argv=None) -> None:
     parser.add_argument("--config", choices=["small", "default"], default="default")
     parser.add_argument("--reps", type=int, default=100, help="MATMULs of 1024 vectors")
     parser.add_argument("--progress", type=int, default=0, help="log the cycle count every N cycles")
+    parser.add_argument("--program", choices=["matmul", "vector"], default="matmul",
+                        help="MATMUL-bound (default) or VPU-bound program")
     args = parser.parse_args(argv)
     cfg = DEFAULT_CONFIG if args.config == "default" else SMALL_CONFIG
 
@@ -56,7 +90,7 @@ def main(argv=None) -> None:
     build_dir = build(cfg)
     print(f"model: {build_dir} ({time.perf_counter() - t:.1f} s to build or find)")
 
-    instrs = long_program(cfg, args.reps)
+    instrs = (long_program if args.program == "matmul" else vector_program)(cfg, args.reps)
     program = Program(cfg, instrs)
     mem = bytearray(0x3C000)
     image = program.memory_image({})

@@ -11,27 +11,51 @@ any unit sees it; units never fail.  Rules (isa/instructions.py docs):
 * MATMUL: SRAM_OVERFLOW for the weight tile (always) and, when ``n0*n1 > 0``, for the last
   ASRAM row read and the ACC rows written;
 * ACT: SRAM_OVERFLOW for the three parameter rows (always) and, when ``count > 0``, for
-  the ACC rows read and the ASRAM rows written.
+  the ACC rows read and the ASRAM rows written;
+* LOOP: ILLEGAL_INSTRUCTION if ``body == 0``, the body runs past the program, ``loop_full``
+  (LOOP_DEPTH loops active), or the body ends past ``loop_end`` (one past the innermost
+  active body; PROG_LEN when no loop is active).
+* VRESCALE, VALU, VPOOL: hw/vpu_check.py (illegal enum values, then SRAM_OVERFLOW).
 
-Address arithmetic is exact (wide enough never to wrap).
+Address fields are checked at their effective values (field + ``offsets`` of the active
+loops, hw/loop.py), which ``word_eff`` carries to the units (truncated to the field widths:
+exact whenever the instruction passes).  Address arithmetic is exact (wide enough never to
+wrap); a negative effective address is outside its memory.
 """
 from __future__ import annotations
 
-from amaranth import Module, Mux
+from amaranth import Cat, Module, Mux
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
 from isa.config import NpuConfig
-from isa.instructions import INSTR_BITS, INSTRUCTIONS, OPCODE_BITS, ErrorCode, Sram
+from isa.instructions import BY_NAME, INSTR_BITS, INSTRUCTIONS, OPCODE_BITS, ErrorCode, Sram
 from hw.decode import RESERVED, instr_layout
+from hw.loop import effective_fields, offsets_layout
+from hw.vpu_check import CHECKED as VECTOR_CHECKED, vector_errors
 
 CODE_BITS = 8
 PC_BITS = 32
 
 
+class _Effective:
+    """An instruction view whose address fields read as their effective values."""
+
+    def __init__(self, view, effective: dict):
+        self._view, self._effective = view, effective
+
+    def __getattr__(self, name):
+        return self._effective[name] if name in self._effective else self._view[name]
+
+    def __getitem__(self, name):
+        return self.__getattr__(name)
+
+
 class InstrChecker(wiring.Component):
     """Combinational: ``code`` for instruction ``word`` at index ``pc`` of a ``prog_len``
-    program."""
+    program, inside loops that add ``offsets`` to its addresses; ``word_eff`` is ``word``
+    with its address fields replaced by their effective values; ``loop_ok``: ``word`` is a
+    LOOP that passes (``code`` is NONE)."""
 
     def __init__(self, config: NpuConfig):
         self.config = config
@@ -39,7 +63,12 @@ class InstrChecker(wiring.Component):
             "word": In(INSTR_BITS),
             "pc": In(PC_BITS),
             "prog_len": In(PC_BITS),
+            "offsets": In(offsets_layout()),
+            "loop_full": In(1),
+            "loop_end": In(PC_BITS),
             "code": Out(CODE_BITS),
+            "word_eff": Out(INSTR_BITS),
+            "loop_ok": Out(1),
         })
 
     def elaborate(self, platform):
@@ -55,15 +84,16 @@ class InstrChecker(wiring.Component):
             moves = (v.len0 != 0) & (v.len1 != 0) & (v.len2 != 0)
             last = (v.ext_addr + (v.len2 - 1)[:16] * v.stride2 + (v.len1 - 1)[:16] * v.stride1
                     + v.len0 * bus)
+            outside = (v.ext_addr < 0) | (last > cfg.ext_mem_bytes)
             depth = Mux(v.sram == Sram.ASRAM, cfg.asram_rows,
                         Mux(v.sram == Sram.WSRAM, cfg.wsram_rows, cfg.psram_rows * cfg.words_per_wide_row))
             with m.If(~legal_sram):
                 m.d.comb += code.eq(ErrorCode.ILLEGAL_INSTRUCTION)
             with m.Elif(misaligned):
                 m.d.comb += code.eq(ErrorCode.DMA_MISALIGNED)
-            with m.Elif(moves & (last > cfg.ext_mem_bytes)):
+            with m.Elif(moves & outside):
                 m.d.comb += code.eq(ErrorCode.DMA_OUT_OF_RANGE)
-            with m.Elif((count != 0) & (v.sram_addr + count > depth)):
+            with m.Elif((count != 0) & ((v.sram_addr < 0) | (v.sram_addr + count > depth))):
                 m.d.comb += code.eq(ErrorCode.SRAM_OVERFLOW)
 
         def overflow(cond):
@@ -72,13 +102,25 @@ class InstrChecker(wiring.Component):
 
         opcode = self.word[:OPCODE_BITS]
         m.d.comb += code.eq(ErrorCode.NONE)
+        # LOOP legality on its own (the sequencer's loop stack needs only this, and far
+        # more often than the full code).
+        loop = instr_layout("LOOP")(self.word)
+        loop_last = self.pc + loop.body
+        loop_illegal = ((loop.body == 0) | (loop_last >= self.prog_len) | self.loop_full
+                        | (loop_last >= self.loop_end))
+        m.d.comb += self.loop_ok.eq((opcode == BY_NAME["LOOP"].opcode) & (self.pc < self.prog_len)
+                                    & (loop[RESERVED] == 0) & ~loop_illegal)
+        effective = {}                # opcode -> (defn, {field: effective value})
         with m.If(self.pc >= self.prog_len):
             m.d.comb += code.eq(ErrorCode.PC_OVERFLOW)
         with m.Else():
             with m.Switch(opcode):
                 for defn in INSTRUCTIONS:
                     layout = instr_layout(defn.name)
-                    v = layout(self.word)
+                    raw = layout(self.word)
+                    eff = effective_fields(defn, raw, self.offsets, cfg)
+                    effective[defn.opcode] = (defn, eff)
+                    v = _Effective(raw, eff)
                     with m.Case(defn.opcode):
                         reserved_ok = (v[RESERVED] == 0) if RESERVED in layout.members else True
                         with m.If(~reserved_ok):
@@ -94,15 +136,42 @@ class InstrChecker(wiring.Component):
                                 n = v.n0 * v.n1
                                 a_last = (v.a_addr + (v.n1 - 1)[:16] * v.a_stride1
                                           + (v.n0 - 1)[:16] * v.a_stride0)
-                                overflow((v.w_addr + cfg.array_rows > cfg.wsram_rows)
-                                         | ((n != 0) & ((a_last >= cfg.asram_rows)
-                                                        | (v.acc_addr + n > cfg.acc_rows))))
+                                overflow((v.w_addr < 0) | (v.w_addr + cfg.array_rows > cfg.wsram_rows)
+                                         | ((n != 0) & ((v.a_addr < 0) | (a_last >= cfg.asram_rows)
+                                                        | (v.acc_addr < 0) | (v.acc_addr + n > cfg.acc_rows))))
                             elif defn.name == "ACT":
-                                overflow((v.param_addr + 3 > cfg.psram_rows)
-                                         | ((v.count != 0) & ((v.acc_addr + v.count > cfg.acc_rows)
+                                overflow((v.param_addr < 0) | (v.param_addr + 3 > cfg.psram_rows)
+                                         | ((v.count != 0) & ((v.acc_addr < 0) | (v.acc_addr + v.count > cfg.acc_rows)
+                                                              | (v.dst_addr < 0)
                                                               | (v.dst_addr + v.count > cfg.asram_rows))))
+                            elif defn.name == "LOOP":
+                                with m.If(loop_illegal):
+                                    m.d.comb += code.eq(ErrorCode.ILLEGAL_INSTRUCTION)
+                            elif defn.name in VECTOR_CHECKED:
+                                illegal, over = vector_errors(cfg, defn.name, v)
+                                with m.If(illegal):
+                                    m.d.comb += code.eq(ErrorCode.ILLEGAL_INSTRUCTION)
+                                with m.Elif(over):
+                                    m.d.comb += code.eq(ErrorCode.SRAM_OVERFLOW)
                             else:
                                 assert defn.name in ("HALT", "SYNC"), f"checker misses {defn.name}"
                 with m.Default():
                     m.d.comb += code.eq(ErrorCode.ILLEGAL_INSTRUCTION)
+        m.d.comb += self.word_eff.eq(self._merge(opcode, effective))
         return m
+
+    def _merge(self, opcode, effective: dict):
+        """``word`` with the effective addresses of its opcode spliced in.  Built as a
+        concatenation of segments, each choosing among the few opcodes with an address
+        there, rather than one wide multiplexer per opcode (far cheaper in Verilator)."""
+        spans = [(op, lsb, f.width, eff[f.name]) for op, (defn, eff) in effective.items()
+                 for f, lsb in defn.layout() if f.name in eff]
+        cuts = sorted({0, INSTR_BITS} | {lsb for _, lsb, _, _ in spans} | {lsb + w for _, lsb, w, _ in spans})
+        segments = []
+        for lo, hi in zip(cuts, cuts[1:]):
+            value = self.word[lo:hi]
+            for op, lsb, width, eff in spans:
+                if lsb <= lo and hi <= lsb + width:
+                    value = Mux(opcode == op, eff[lo - lsb:hi - lsb], value)
+            segments.append(value)
+        return Cat(*segments)

@@ -13,23 +13,28 @@ States (cycle 0 is the cycle after the CTRL.START write):
   instruction 0 two cycles after RUN starts, and instruction k+1 the cycle after
   instruction k issues: one instruction per cycle at best.
 * An instruction in IR issues when its unit is ``ready`` and every unit in its ``wait`` mask
-  is idle (not ``busy``); SYNC needs only the wait mask.  HALT, and any instruction with a
-  non-zero error code, stop the NPU in the first cycle in which every unit is idle (work
-  already issued completes; nothing after it issues).
+  is idle (not ``busy``); SYNC and LOOP need only the wait mask.  HALT, and any instruction
+  with a non-zero error code, stop the NPU in the first cycle in which every unit is idle
+  (work already issued completes; nothing after it issues).
+* Loops (hw/loop.py): the fetch address comes from the loop stack, which follows LOOPs as
+  they leave the read port, so loop-back costs no cycle and a LOOP costs one issue slot
+  like SYNC.  The checker sees each instruction with the offsets of its loop iteration,
+  and IR holds its effective addresses: units never see a loop.
 """
 from __future__ import annotations
 
-from amaranth import Cat, Module, Mux, Signal
-from amaranth.lib import wiring
+from amaranth import Cat, Module, Mux, Signal, unsigned
+from amaranth.lib import data, wiring
 from amaranth.lib.memory import ReadPort, WritePort
 from amaranth.lib.wiring import In, Out
 from amaranth.utils import ceil_log2
 
 from isa.config import NpuConfig
-from isa.instructions import INSTR_BITS, INSTR_BYTES, OPCODE_BITS, ErrorCode, Unit
+from isa.instructions import BY_NAME, INSTR_BITS, INSTR_BYTES, OPCODE_BITS, ErrorCode, Unit
 from hw.checker import CODE_BITS, PC_BITS, InstrChecker
 from hw.decode import fields_layout, instr_layout, opcode
 from hw.interfaces import ExtBusSignature, UnitCtlSignature
+from hw.loop import LoopStack
 
 # Units with a bit in the wait mask, in bit order.
 WAIT_UNITS = tuple(u for u in sorted(Unit) if u is not Unit.SEQ)
@@ -45,7 +50,9 @@ def mxu_cmd_layout():
 
 
 def vpu_cmd_layout():
-    return fields_layout("ACT")
+    """The vector unit decodes its instructions itself (ACT, VRESCALE, VALU, VPOOL): its
+    command is the whole instruction word (with effective addresses)."""
+    return data.StructLayout({"word": unsigned(INSTR_BITS)})
 
 
 class Sequencer(wiring.Component):
@@ -102,7 +109,8 @@ class Sequencer(wiring.Component):
 
         # -- run -------------------------------------------------------------------------
         pc_bits = ceil_log2(cfg.imem_rows + 3) + 1
-        pc_f = Signal(pc_bits)        # next instruction to fetch
+        m.submodules.loops = loops = LoopStack(cfg, pc_bits)
+        pc_f = loops.addr             # next instruction to fetch
         f_valid = Signal()            # the read port holds instruction f_pc
         f_pc = Signal(pc_bits)
         ir_valid = Signal()
@@ -119,13 +127,21 @@ class Sequencer(wiring.Component):
         issue = Signal()
         load_ir = Signal()
         fetch = Signal()
+        f_view = instr_layout("LOOP")(self.imem_r.data)
         m.d.comb += [
             checker.word.eq(self.imem_r.data),
             checker.pc.eq(f_pc),
             checker.prog_len.eq(prog_len),
+            checker.offsets.eq(loops.offsets),
+            checker.loop_full.eq(loops.full),
+            checker.loop_end.eq(Mux(loops.active, loops.end, prog_len)),
             self.imem_r.addr.eq(pc_f),
             self.imem_r.en.eq(fetch),
+            loops.advance.eq(fetch),
+            loops.enter.eq(load_ir & checker.loop_ok),
+            loops.loop_pc.eq(f_pc),
         ]
+        m.d.comb += [loops.loop[f.name].eq(f_view[f.name]) for f in BY_NAME["LOOP"].fields]
 
         # Unit commands are views of IR; a unit latches its command on `start`.
         load = instr_layout("DMA_LOAD")(ir_word)
@@ -139,10 +155,10 @@ class Sequencer(wiring.Component):
                 m.d.comb += self.dma.cmd[f].eq(Mux(is_store, store[f], load[f]))
             else:
                 m.d.comb += self.dma.cmd[f].eq(load[f])
-        for port, name in ((self.mxu, "MATMUL"), (self.vpu, "ACT")):
-            view = instr_layout(name)(ir_word)
-            for f in port.cmd.shape().members:
-                m.d.comb += port.cmd[f].eq(view[f])
+        view = instr_layout("MATMUL")(ir_word)
+        for f in self.mxu.cmd.shape().members:
+            m.d.comb += self.mxu.cmd[f].eq(view[f])
+        m.d.comb += self.vpu.cmd.word.eq(ir_word)
 
         with m.FSM():
             with m.State("IDLE"):
@@ -178,7 +194,8 @@ class Sequencer(wiring.Component):
                         m.d.sync += word_in_instr.eq(word_in_instr + 1)
                 last_resp = self.bus.resp_valid & (resp_count == boot_words - 1)
                 with m.If((boot_words == 0) | last_resp):
-                    m.d.sync += [pc_f.eq(0), f_valid.eq(0), ir_valid.eq(0)]
+                    m.d.sync += [f_valid.eq(0), ir_valid.eq(0)]
+                    m.d.comb += loops.restart.eq(1)
                     m.next = "RUN"
 
             with m.State("RUN"):
@@ -188,19 +205,20 @@ class Sequencer(wiring.Component):
                     fetch.eq(~f_valid | load_ir),
                 ]
                 with m.If(fetch):
-                    m.d.sync += [f_valid.eq(1), f_pc.eq(pc_f), pc_f.eq(pc_f + 1)]
+                    m.d.sync += [f_valid.eq(1), f_pc.eq(pc_f)]
                 with m.If(load_ir):
-                    m.d.sync += [ir_valid.eq(1), ir_word.eq(self.imem_r.data), ir_err.eq(checker.code),
+                    m.d.sync += [ir_valid.eq(1), ir_word.eq(checker.word_eff), ir_err.eq(checker.code),
                                  ir_pc.eq(f_pc)]
                 with m.Elif(issue):
                     m.d.sync += ir_valid.eq(0)
 
                 ok = ir_valid & (ir_err == ErrorCode.NONE)
                 with m.Switch(ir_opcode):
-                    with m.Case(opcode("SYNC")):
+                    with m.Case(opcode("SYNC"), opcode("LOOP")):
                         m.d.comb += issue.eq(ok & wait_ok)
+                    vector = tuple((d.name, self.vpu) for d in BY_NAME.values() if d.unit is Unit.VPU)
                     for name, port in (("DMA_LOAD", self.dma), ("DMA_STORE", self.dma),
-                                       ("MATMUL", self.mxu), ("ACT", self.vpu)):
+                                       ("MATMUL", self.mxu)) + vector:
                         with m.Case(opcode(name)):
                             m.d.comb += [issue.eq(ok & wait_ok & port.ready), port.start.eq(issue)]
 

@@ -301,8 +301,7 @@ def run_program(program, memory: bytes, config: NpuConfig | None = None, waves: 
     work = Path(tempfile.mkdtemp(dir=runs))
     try:
         # Dump enough words to cover every DMA_STORE too, then cut to the last byte written.
-        store_ends = _store_ends(program, config)
-        span = max([len(memory)] + store_ends)
+        span = max([len(memory)] + _store_ends(program, config))
         nwords = _write_hex(work / "mem_in.hex", bytes(memory) + bytes(span - len(memory)), bus)
         env = {
             "NPU_PROG_ADDR": str(program.program_addr),
@@ -333,8 +332,8 @@ def run_program(program, memory: bytes, config: NpuConfig | None = None, waves: 
         result = json.loads((work / "result.json").read_text())
         regs = result["registers"]
         status = regs["STATUS"]
-        executed = store_ends[:regs["STOP_PC"]]
-        data = _read_hex(work / "mem_out.hex", bus, nwords)[:max([len(memory)] + executed)]
+        written = result["written_words"] * bus       # one past the last word written
+        data = _read_hex(work / "mem_out.hex", bus, nwords)[:max(len(memory), written)]
         waves_path = None
         if waves:
             waves_path = Path(build_dir) / "waves" / f"{work.name}.fst"
@@ -367,19 +366,20 @@ def run_program(program, memory: bytes, config: NpuConfig | None = None, waves: 
 
 
 def _store_ends(program, config: NpuConfig) -> list[int]:
-    """For each instruction, one past the last external byte it stores (0 if none); the
-    stores before STOP_PC are exactly those that ran."""
+    """For each instruction, an upper bound of one past the last external byte it can store
+    (0 if none), over every iteration of the LOOPs around it: enough memory to dump."""
     ends = []
-    halted = False
-    for instr in program.instructions:
+    loops: list[tuple[int, int]] = []       # (one past the body, largest EXT offset) of open LOOPs
+    for pc, instr in enumerate(program.instructions):
+        loops = [lp for lp in loops if lp[0] > pc]
+        v = instr.values
         end = 0
-        halted = halted or instr.name == "HALT"      # nothing after the first HALT runs
-        if instr.name == "DMA_STORE" and not halted:
-            v = instr.values
-            if v["len0"] and v["len1"] and v["len2"]:
-                end = (v["ext_addr"] + (v["len2"] - 1) * v["stride2"] + (v["len1"] - 1) * v["stride1"]
-                       + v["len0"] * config.bus_bytes)
-                end = end if end <= config.ext_mem_bytes else 0
+        if instr.name == "DMA_STORE" and v["len0"] and v["len1"] and v["len2"]:
+            end = (v["ext_addr"] + (v["len2"] - 1) * v["stride2"] + (v["len1"] - 1) * v["stride1"]
+                   + v["len0"] * config.bus_bytes + sum(offset for _, offset in loops))
+            end = min(end, config.ext_mem_bytes)      # nothing is written past memory
+        elif instr.name == "LOOP":
+            loops.append((pc + 1 + v["body"], max(0, (v["count"] - 1) * v["inc_ext"])))
         ends.append(end)
     return ends
 

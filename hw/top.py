@@ -6,16 +6,17 @@ Scratchpads (Amaranth memories sized by the configuration) and who uses them:
 memory    row                  ports
 ========  ===================  ======================================================
 IMEM      one instruction      sequencer write (boot), sequencer read (fetch)
-ASRAM     array_rows int8      DMA write, VPU write, DMA read (store), MXU read
+ASRAM     array_rows int8      DMA write, VPU write, DMA read (store), MXU read, VPU reads (3)
 WSRAM     array_cols int8      DMA write, MXU read
-ACC       array_cols int32     MXU write, MXU read (transparent), VPU read
-PSRAM     array_cols int32     DMA write (bus-word granularity), VPU read
+ACC       array_cols int32     MXU write, VPU write, MXU read (transparent), VPU reads (3)
+PSRAM     array_cols int32     DMA write (bus-word granularity), VPU reads (3)
 ========  ===================  ======================================================
 
 Every unit has its own ports, so units never stall each other; two units touching the same
 row in the same cycle is a program hazard the wait masks must prevent.  (The multi-ported
-ASRAM is a model-level simplification: an FPGA or ASIC build would bank it by unit or
-time-multiplex its ports, without changing the ISA.)
+memories are a model-level simplification: an FPGA or ASIC build would bank them by unit or
+time-multiplex their ports, without changing the ISA.  The VPU reads one row per cycle on
+each of its operand ports a, b, c.)
 
 External interfaces: ``csr`` (hw/interfaces.CsrBusSignature, register map in hw/csr.py),
 ``bus`` (hw/interfaces.ExtBusSignature: the sequencer's boot loader while booting, the DMA
@@ -76,9 +77,11 @@ class Npu(wiring.Component):
         acc_w = acc.write_port()
         wiring.connect(m, mxu.acc_w, acc_w)
         wiring.connect(m, mxu.acc_r, acc.read_port(transparent_for=(acc_w,)))
-        wiring.connect(m, vpu.acc_r, acc.read_port())
+        wiring.connect(m, vpu.acc_w, acc.write_port())
+        for memory_, name in ((asram, "asram"), (acc, "acc"), (psram, "psram")):
+            for port in vpu.read_ports(name):        # the VPU's operand ports a, b, c
+                wiring.connect(m, port, memory_.read_port())
         wiring.connect(m, dma.psram_w, psram.write_port(granularity=bus_bits))
-        wiring.connect(m, vpu.psram_r, psram.read_port())
 
         wiring.connect(m, seq.dma, dma.ctl)
         wiring.connect(m, seq.mxu, mxu.ctl)

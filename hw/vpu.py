@@ -1,17 +1,27 @@
-"""Vector unit: ACT (bias, RESCALE, output zero point, clamp, narrow to int8), COLS lanes.
+"""Vector unit: ACT, VRESCALE, VALU and VPOOL on COLS lanes, one row per cycle per port.
 
-Command taken in cycle c with ``count > 0``: PSRAM parameter rows (bias, multiplier, shift)
-are read at c+1, c+2, c+3; ACC rows at c+4 .. c+3+count, one per cycle.  Each row goes
-through two stages (bias add and 32x32 multiply; rounding, shift, zero point, clamp) and is
-written to ASRAM two cycles after its read, so the unit is busy for ``count + 5`` cycles.
-ACT with ``count == 0`` does nothing and never makes the unit busy.  The unit takes a new
-command only when idle.
+The unit takes the whole instruction word (IR holds effective addresses) and runs the
+schedule of isa/vector.py: ``K`` parameter rows (ACT: bias, multiplier, shift; VRESCALE:
+multiplier, shift) through operand a's PSRAM port, then ``P`` cycles per output vector,
+the first ``E*R`` of which read its window elements (``R`` rows each; operand k reads its
+``rows_k`` rows in the first ``rows_k`` cycles of each element).
 
-Per lane, exactly as the ACT doc::
+Datapath, for a read in cycle t:
 
-    v = int32(acc + bias); m = scale32 ? mul : int16(mul); sh = shift & 63
-    rnd = sh > 0 ? 1 << (sh-1) : 0   (+-2**30 if double_round and scale32 and sh > 31)
-    s = int32((int64(v)*m + rnd) >> sh);  out = int8(min(max(s + out_zp, lo), hi))
+* t+1: the read ports hold the row.  Rows before an operand's last are kept in its
+  buffer; when an element's last row arrives its lanes are decoded (hw/vpu_lanes.py:
+  type, memory, lane broadcast) from the buffer plus the port, and stage S0 computes the
+  element: the scaling multiply of ACT/VRESCALE, VALU's operation (or its product, for
+  MUL), or VPOOL's running reduction.  At the last element of a vector S0's result is
+  loaded into X1 (and a vector's window reduction into its accumulator each element).
+* t+2 .. t+1+W: stage S2 (comb from X1: rounding shift, zero point, type clip, clamp,
+  output type) feeds the writer, one row per cycle.  X1 changes once per vector, at
+  least P >= W cycles apart, so the rows of one vector see one X1.
+
+The unit is busy from the cycle after the command through the last write and takes the
+next command only when idle (so it never overlaps its own instructions).  Per lane, the
+arithmetic is exactly the docs' (isa/instructions.py): wrapping where they wrap, exact
+where they say exact.
 """
 from __future__ import annotations
 
@@ -22,112 +32,280 @@ from amaranth.lib.wiring import In
 from amaranth.utils import ceil_log2
 
 from isa.config import NpuConfig
+from isa.instructions import OPCODE_BITS, PoolMode, VecMem
+from isa.vector import MAX_ROWS, PARAM_ROWS
+from hw.decode import instr_layout, opcode
 from hw.interfaces import UnitCtlSignature
 from hw.sequencer import vpu_cmd_layout
+from hw.vpu_config import VpuConfig, command_fields, derive, named
+from hw.vpu_lanes import decode_lanes, valu_result
 
 LANE_BITS = 32
-PARAM_ROWS = 3          # bias, multiplier, shift
+OPERANDS = ("a", "b", "c")
 
 
 class Vpu(wiring.Component):
+    """Ports: ``ctl`` (command: the instruction word), per operand k in a, b, c one read
+    port on each of ASRAM (``asram_rk``), ACC (``acc_rk``) and PSRAM (``psram_rk``;
+    ``psram_ra`` also reads the parameter rows), and write ports on ASRAM and ACC."""
+
     def __init__(self, config: NpuConfig):
         self.config = config
         wide = LANE_BITS * config.array_cols
-        super().__init__({
-            "ctl": In(UnitCtlSignature(vpu_cmd_layout())),
-            "acc_r": In(ReadPort.Signature(addr_width=ceil_log2(config.acc_rows), shape=wide)),
-            "psram_r": In(ReadPort.Signature(addr_width=ceil_log2(config.psram_rows), shape=wide)),
-            "asram_w": In(WritePort.Signature(addr_width=ceil_log2(config.asram_rows),
-                                              shape=8 * config.asram_row_bytes)),
-        })
+        narrow = 8 * config.asram_row_bytes
+        members = {"ctl": In(UnitCtlSignature(vpu_cmd_layout()))}
+        for k in OPERANDS:
+            members[f"asram_r{k}"] = In(ReadPort.Signature(addr_width=ceil_log2(config.asram_rows), shape=narrow))
+            members[f"acc_r{k}"] = In(ReadPort.Signature(addr_width=ceil_log2(config.acc_rows), shape=wide))
+            members[f"psram_r{k}"] = In(ReadPort.Signature(addr_width=ceil_log2(config.psram_rows), shape=wide))
+        members["asram_w"] = In(WritePort.Signature(addr_width=ceil_log2(config.asram_rows), shape=narrow))
+        members["acc_w"] = In(WritePort.Signature(addr_width=ceil_log2(config.acc_rows), shape=wide))
+        super().__init__(members)
+
+    def read_ports(self, memory: str) -> list:
+        """The read ports on ``memory`` ("asram", "acc", "psram"), for hw/top.py."""
+        return [getattr(self, f"{memory}_r{k}") for k in OPERANDS]
 
     def elaborate(self, platform):
         m = Module()
         cfg = self.config
-        cols = cfg.array_cols
-        cmd = self.ctl.cmd
+        L = cfg.array_cols
+        narrow = 8 * cfg.asram_row_bytes
 
-        # Command registers.
-        param_ptr = Signal.like(cmd.param_addr)
-        rd_ptr = Signal.like(cmd.acc_addr)
-        wr_ptr = Signal.like(cmd.dst_addr)
-        rows_left = Signal.like(cmd.count)
-        out_zp = Signal.like(cmd.out_zp)
-        clamp_min = Signal.like(cmd.clamp_min)
-        clamp_max = Signal.like(cmd.clamp_max)
-        scale32 = Signal()
-        double_round = Signal()
+        # -- command registers --------------------------------------------------------------
+        c = VpuConfig(cfg)                      # registers of the running command
+        cmd = VpuConfig(cfg, prefix="cmd")      # the same, decoded from the command word
+        start = self.ctl.start
+        word = self.ctl.cmd.word
+        with m.Switch(word[:OPCODE_BITS]):
+            for name in ("ACT", "VRESCALE", "VALU", "VPOOL"):
+                with m.Case(opcode(name)):
+                    fields = command_fields(name, instr_layout(name)(word))
+                    m.d.comb += [cmd[k].eq(v) for k, v in fields.items()]
+        derive(m, cmd)
+        with m.If(start):
+            m.d.sync += [c[k].eq(cmd[k]) for k in c.names]
 
+        # -- read side: parameter rows, then slots of P cycles ------------------------------
         active = Signal()
-        phase = Signal(range(PARAM_ROWS + 1))     # 0..2: parameter reads, 3: ACC rows
-        param_sel = Signal(range(PARAM_ROWS + 1))  # parameter row arriving this cycle (3: none)
-        r_valid = Signal()                         # acc_r.data holds a row this cycle
-        s_valid = Signal()                         # stage-2 registers hold a row
+        ph = Signal(2)                  # parameter row being read (3: data phase)
+        param_ptr = Signal.like(c.param_addr)
+        j = Signal.like(c.P)            # cycle within the slot
+        r = Signal(range(MAX_ROWS))     # row within the element
+        w0 = Signal(8)
+        w1 = Signal(8)
+        i0 = Signal(16)
+        i1 = Signal(16)
+        aw = c.ptr_bits
+        vec = {k: Signal(aw, name=f"{k}_vec") for k in OPERANDS}      # operand's vector (i1, i0)
+        line = {k: Signal(aw, name=f"{k}_line") for k in OPERANDS}    # operand's line (i1)
+        wline = Signal(aw)              # a: window line (w1)
+        elem = Signal(aw)               # a: window element (w1, w0)
 
-        bias = [Signal(signed(LANE_BITS), name=f"bias{n}") for n in range(cols)]
-        mul = [Signal(signed(LANE_BITS), name=f"mul{n}") for n in range(cols)]
-        shift = [Signal(6, name=f"shift{n}") for n in range(cols)]
+        params = named(m, active & (ph != 3), "params")
+        data = named(m, active & (ph == 3), "data")
+        reading = named(m, data & (j < c.er), "reading")
+        last_row = named(m, r == c.R - 1, "last_row")
+        last_w0 = named(m, w0 == c.k0 - 1, "last_w0")
+        last_w1 = named(m, w1 == c.k1 - 1, "last_w1")
+        slot_end = named(m, data & (j == c.P - 1), "slot_end")
+        last_i0 = named(m, i0 == c.n0 - 1, "last_i0")
+        last_vec = named(m, last_i0 & (i1 == c.n1 - 1), "last_vec")
 
-        reading_params = active & (phase < PARAM_ROWS)
-        reading_rows = active & (phase == PARAM_ROWS)
-        m.d.comb += [
-            self.psram_r.addr.eq(param_ptr),
-            self.acc_r.addr.eq(rd_ptr),
-        ]
-        m.d.sync += [param_sel.eq(Mux(reading_params, phase, PARAM_ROWS)), r_valid.eq(reading_rows)]
-        with m.If(reading_params):
-            m.d.sync += [phase.eq(phase + 1), param_ptr.eq(param_ptr + 1)]
-        with m.If(reading_rows):
-            m.d.sync += [rd_ptr.eq(rd_ptr + 1), rows_left.eq(rows_left - 1)]
-            with m.If(rows_left == 1):
-                m.d.sync += active.eq(0)
-
-        def lane(value, n):
-            return value.word_select(n, LANE_BITS)
-
-        for sel, regs in enumerate((bias, mul, shift)):
-            with m.If(param_sel == sel):
-                m.d.sync += [regs[n].eq(lane(self.psram_r.data, n)) for n in range(cols)]
-
-        # Stage 1: bias add (wrapping) and the 32 x 32 -> 64 multiply.
-        prod = [Signal(signed(64), name=f"prod{n}") for n in range(cols)]
-        v_neg = [Signal(name=f"vneg{n}") for n in range(cols)]
-        for n in range(cols):
-            v = (lane(self.acc_r.data, n).as_signed() + bias[n])[:LANE_BITS].as_signed()
-            mult = Mux(scale32, mul[n], mul[n][:16].as_signed())
-            m.d.sync += [prod[n].eq(v * mult), v_neg[n].eq(v[-1])]
-        m.d.sync += s_valid.eq(r_valid)
-
-        # Stage 2: rounding, arithmetic shift, zero point, clamp, int8.
-        out = []
-        for n in range(cols):
-            sh = shift[n]
-            rnd = (Const(1, 1) << sh) >> 1          # 1 << (sh-1), or 0 when sh == 0
-            extra = Mux(double_round & scale32 & (sh > 31), Mux(v_neg[n], -(1 << 30), 1 << 30), 0)
-            total = (prod[n] + rnd + extra)[:64].as_signed()
-            s = (total >> sh)[:LANE_BITS].as_signed()
-            y = s + out_zp
-            y = Mux(y < clamp_min, clamp_min, y)
-            y = Mux(y > clamp_max, clamp_max, y)
-            out.append(y[:8])
-        m.d.comb += [
-            self.asram_w.en.eq(s_valid),
-            self.asram_w.addr.eq(wr_ptr),
-            self.asram_w.data.eq(Cat(out)),
-        ]
-        with m.If(s_valid):
-            m.d.sync += wr_ptr.eq(wr_ptr + 1)
-
-        m.d.comb += [
-            self.ctl.busy.eq(active | r_valid | s_valid),
-            self.ctl.ready.eq(~(active | r_valid | s_valid)),
-        ]
-        with m.If(self.ctl.start):
-            m.d.sync += [
-                active.eq(cmd.count != 0), phase.eq(0),
-                param_ptr.eq(cmd.param_addr), rd_ptr.eq(cmd.acc_addr), wr_ptr.eq(cmd.dst_addr),
-                rows_left.eq(cmd.count), out_zp.eq(cmd.out_zp),
-                clamp_min.eq(cmd.clamp_min), clamp_max.eq(cmd.clamp_max),
-                scale32.eq(cmd.scale32), double_round.eq(cmd.double_round),
+        ptr = {"a": elem, "b": vec["b"], "c": vec["c"]}
+        rd = {}
+        for k in OPERANDS:
+            rd[k] = named(m, reading & (r < c[f"{k}_rows"]), f"rd_{k}")
+            addr = named(m, ptr[k] + r, f"addr_{k}")
+            mem = c[f"{k}_mem"]
+            asram_p, acc_p, psram_p = (getattr(self, f"{n}_r{k}") for n in ("asram", "acc", "psram"))
+            m.d.comb += [
+                asram_p.addr.eq(addr), asram_p.en.eq(rd[k] & (mem == VecMem.ASRAM)),
+                acc_p.addr.eq(addr), acc_p.en.eq(rd[k] & (mem == VecMem.ACC)),
             ]
+            if k == "a":                # parameter rows come through operand a's PSRAM port
+                m.d.comb += [psram_p.addr.eq(Mux(params, param_ptr, addr)),
+                             psram_p.en.eq(params | (rd[k] & (mem == VecMem.PSRAM)))]
+            else:
+                m.d.comb += [psram_p.addr.eq(addr), psram_p.en.eq(rd[k] & (mem == VecMem.PSRAM))]
+        with m.If(params):
+            m.d.sync += [ph.eq(ph + 1), param_ptr.eq(param_ptr + 1)]
+
+        with m.If(reading):
+            with m.If(last_row):
+                m.d.sync += r.eq(0)
+                with m.If(last_w0):
+                    m.d.sync += w0.eq(0)
+                    with m.If(~last_w1):
+                        nxt = named(m, wline + c.ws1, "next_wline")
+                        m.d.sync += [w1.eq(w1 + 1), wline.eq(nxt), elem.eq(nxt)]
+                with m.Else():
+                    m.d.sync += [w0.eq(w0 + 1), elem.eq(elem + c.ws0)]
+            with m.Else():
+                m.d.sync += r.eq(r + 1)
+        with m.If(data):
+            m.d.sync += j.eq(j + 1)
+        with m.If(slot_end):
+            m.d.sync += [j.eq(0), r.eq(0), w0.eq(0), w1.eq(0)]
+            with m.If(last_vec):
+                m.d.sync += active.eq(0)
+            with m.Elif(last_i0):
+                m.d.sync += [i0.eq(0), i1.eq(i1 + 1)]
+                for k in OPERANDS:
+                    nxt = named(m, line[k] + c[f"{k}_s1"], f"next_line_{k}")
+                    m.d.sync += [line[k].eq(nxt), vec[k].eq(nxt)]
+                    if k == "a":
+                        m.d.sync += [wline.eq(nxt), elem.eq(nxt)]
+            with m.Else():
+                m.d.sync += i0.eq(i0 + 1)
+                for k in OPERANDS:
+                    nxt = named(m, vec[k] + c[f"{k}_s0"], f"next_vec_{k}")
+                    m.d.sync += vec[k].eq(nxt)
+                    if k == "a":
+                        m.d.sync += [wline.eq(nxt), elem.eq(nxt)]
+
+        # -- t+1: rows arrive ---------------------------------------------------------------
+        d_valid = Signal()
+        d_row = Signal.like(r)
+        d_last_row = Signal()
+        d_first = Signal()
+        d_last_elem = Signal()
+        d_rd = {k: Signal(name=f"d_rd_{k}") for k in OPERANDS}
+        d_param = Signal(2)
+        d_param_valid = Signal()
+        m.d.sync += [
+            d_valid.eq(reading), d_row.eq(r), d_last_row.eq(last_row),
+            d_first.eq((w0 == 0) & (w1 == 0)), d_last_elem.eq(last_w0 & last_w1),
+            d_param.eq(ph), d_param_valid.eq(params),
+        ]
+        m.d.sync += [d_rd[k].eq(rd[k]) for k in OPERANDS]
+
+        # parameter registers (per lane; per-tensor scaling copies lane 0)
+        bias = [Signal(signed(32), name=f"bias{n}") for n in range(L)]
+        mul = [Signal(signed(32), name=f"mul{n}") for n in range(L)]
+        shift = [Signal(6, name=f"shift{n}") for n in range(L)]
+        pdata = self.psram_ra.data
+        with m.If(d_param_valid):
+            for sel, regs in enumerate((bias, mul, shift)):
+                with m.If(d_param == sel):
+                    for n in range(L):
+                        lane = Mux(c.per_channel, pdata.word_select(n, 32), pdata.word_select(0, 32))
+                        m.d.sync += regs[n].eq(lane[:len(regs[n])])
+
+        # operand buffers: rows before an operand's last one
+        values = {}
+        for k in OPERANDS:
+            segs = MAX_ROWS - 1 if k == "a" else 3
+            buf = [Signal(narrow, name=f"{k}_buf{s}") for s in range(segs)]
+            port_n = getattr(self, f"asram_r{k}").data
+            acc_data, psram_data = getattr(self, f"acc_r{k}").data, getattr(self, f"psram_r{k}").data
+            with m.If(d_rd[k] & (d_row < c[f"{k}_rows"] - 1)):
+                with m.Switch(c[f"{k}_mem"]):
+                    with m.Case(VecMem.ASRAM):
+                        for s in range(segs):
+                            with m.If(d_row == s):
+                                m.d.sync += buf[s].eq(port_n)
+                    if k == "a":        # INT48 from ACC/PSRAM: the first row (32 bits a lane)
+                        with m.Case(VecMem.ACC):
+                            m.d.sync += Cat(*buf[:4]).eq(acc_data)
+                        with m.Case(VecMem.PSRAM):
+                            m.d.sync += Cat(*buf[:4]).eq(psram_data)
+            values[k] = decode_lanes(m, c, k, buf, port_n, acc_data, psram_data, L)
+
+        # -- S0: an element completes ---------------------------------------------------------
+        elem_done = named(m, d_valid & d_last_row, "elem_done")
+        final = named(m, elem_done & d_last_elem, "final")
+        x1 = [Signal(signed(64), name=f"x1_{n}") for n in range(L)]
+        x1_neg = [Signal(name=f"x1_neg{n}") for n in range(L)]
+        pool = [Signal(signed(32), name=f"pool{n}") for n in range(L)]
+        alu = valu_result(m, c, values, L)
+        pool_max = named(m, c.pool_mode == PoolMode.MAX, "pool_max")
+        for n in range(L):
+            a, b = values["a"][n], values["b"][n]
+            a32 = a[:32].as_signed()
+            pre = named(m, Mux(c.is_act, a + bias[n], a - c.in_zp), f"pre{n}", signed(50))
+            v32 = pre[:32].as_signed()
+            m16 = mul[n][:16].as_signed()
+            x = Mux(c.is_valu, a32, v32)
+            y = Mux(c.is_valu, b[:32].as_signed(), Mux(c.scale32, mul[n], m16))
+            product = named(m, Mux(c.is_rescale & ~c.scale32, pre[:48].as_signed() * m16, x * y),
+                            f"product{n}", signed(64))
+            acc0 = named(m, Mux(d_first, Mux(pool_max, a32, 0), pool[n]), f"pool_in{n}", signed(32))
+            reduced = named(m, Mux(pool_max, Mux(a32 > acc0, a32, acc0), (acc0 + a32 - c.in_zp)[:32]),
+                            f"reduced{n}", signed(32))
+            with m.If(elem_done & c.is_pool):
+                m.d.sync += pool[n].eq(reduced)
+            with m.If(final):
+                m.d.sync += [
+                    x1[n].eq(Mux(c.rounding, product, Mux(c.is_pool, reduced, alu[n]))),
+                    x1_neg[n].eq(v32 < 0),
+                ]
+
+        # -- S2 and the writer -----------------------------------------------------------------
+        w_active = Signal()
+        wj = Signal(range(4))
+        di0 = Signal(16)
+        di1 = Signal(16)
+        d_vec = Signal(aw)
+        d_line = Signal(aw)
+        with m.If(w_active):
+            with m.If(wj == c.W - 1):
+                m.d.sync += [w_active.eq(0), wj.eq(0)]
+                with m.If(di0 == c.n0 - 1):
+                    nxt = named(m, d_line + c.d_s1, "next_d_line")
+                    m.d.sync += [di0.eq(0), di1.eq(di1 + 1), d_line.eq(nxt), d_vec.eq(nxt)]
+                with m.Else():
+                    m.d.sync += [di0.eq(di0 + 1), d_vec.eq(d_vec + c.d_s0)]
+            with m.Else():
+                m.d.sync += wj.eq(wj + 1)
+        with m.If(final):
+            m.d.sync += [w_active.eq(1), wj.eq(0)]
+
+        out = []
+        for n in range(L):
+            sh = named(m, Mux(c.is_valu, c.imm0[:6], shift[n]), f"sh{n}", 6)
+            rnd = (Const(1, 64) << sh) >> 1                 # 1 << (sh-1), or 0 when sh == 0
+            adj = Mux(c.dr & (sh > 31), Mux(x1_neg[n], -(1 << 30), 1 << 30), 0)
+            total = named(m, (x1[n] + rnd + adj)[:64], f"total{n}", signed(64))
+            scaled = (total >> sh)[:32].as_signed()
+            base = Mux(c.rounding, scaled, x1[n][:36].as_signed())
+            y0 = named(m, base + c.out_zp, f"y0_{n}", signed(37))
+            y1 = named(m, Mux(c.type_clip & (y0 < c.tlo), c.tlo, y0), f"y1_{n}", signed(37))
+            y2 = named(m, Mux(c.type_clip & (y1 > c.thi), c.thi, y1), f"y2_{n}", signed(37))
+            y3 = named(m, Mux(c.clamp & (y2 < c.cmin), c.cmin, y2), f"y3_{n}", signed(37))
+            out.append(named(m, Mux(c.clamp & (y3 > c.cmax), c.cmax, y3), f"y_{n}", signed(37)))
+
+        # output formats: ASRAM rows of the out type's bytes; ACC lanes extended to 32 bits
+        flat2 = Cat(v[:16] for v in out)
+        flat4 = Cat(v[:32] for v in out)
+        row = Mux(c.d_size1, Cat(v[:8] for v in out),
+                  Mux(c.d_size2, flat2.word_select(wj[:1], narrow), flat4.word_select(wj, narrow)))
+        lanes32 = []
+        for v in out:
+            ext8 = Mux(c.d_unsigned, v[:8], v[:8].as_signed())
+            ext16 = Mux(c.d_unsigned, v[:16], v[:16].as_signed())
+            lanes32.append(Mux(c.d_size1, ext8, Mux(c.d_size2, ext16, v[:32]))[:32])
+        waddr = named(m, d_vec + wj, "waddr")
+        m.d.comb += [
+            self.asram_w.en.eq(w_active & (c.d_mem == VecMem.ASRAM)),
+            self.asram_w.addr.eq(waddr),
+            self.asram_w.data.eq(row),
+            self.acc_w.en.eq(w_active & (c.d_mem == VecMem.ACC)),
+            self.acc_w.addr.eq(waddr),
+            self.acc_w.data.eq(Cat(lanes32)),
+        ]
+
+        busy = named(m, active | d_valid | w_active, "busy")
+        m.d.comb += [self.ctl.busy.eq(busy), self.ctl.ready.eq(~busy)]
+
+        with m.If(start):
+            first_ph = Mux(cmd.is_act, 3 - PARAM_ROWS["ACT"], Mux(cmd.is_rescale, 3 - PARAM_ROWS["VRESCALE"], 3))
+            m.d.sync += [
+                active.eq(cmd.touches), ph.eq(first_ph), param_ptr.eq(cmd.param_addr),
+                j.eq(0), r.eq(0), w0.eq(0), w1.eq(0), i0.eq(0), i1.eq(0),
+                wline.eq(cmd.a_addr), elem.eq(cmd.a_addr),
+                di0.eq(0), di1.eq(0), d_vec.eq(cmd.d_addr), d_line.eq(cmd.d_addr),
+            ]
+            m.d.sync += [vec[k].eq(cmd[f"{k}_addr"]) for k in OPERANDS]
+            m.d.sync += [line[k].eq(cmd[f"{k}_addr"]) for k in OPERANDS]
         return m

@@ -6,7 +6,7 @@ Syntax, one instruction per line::
     DMA_LOAD sram=ASRAM sram_addr=0 ext_addr=0x1000 len0=4 len1=4 len2=1 wait=MXU|VPU
     HALT
 
-Fields are ``name=value``; omitted fields are 0.  Values are integers in any Python base
+Indentation is free (handy for LOOP bodies).  Fields are ``name=value``; omitted fields are 0.  Values are integers in any Python base
 (``0x10``, ``-3``), enum names for enum fields (``sram=WSRAM``), and ``|``-joined unit names
 or an integer for ``wait``.
 """

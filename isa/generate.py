@@ -14,7 +14,7 @@ from pathlib import Path
 
 from isa.config import DEFAULT_CONFIG
 from isa.instructions import (
-    HEADER_FIELDS, INSTR_BITS, INSTR_BYTES, INSTRUCTIONS, ErrorCode, Sram, Unit,
+    HEADER_FIELDS, INSTR_BITS, INSTR_BYTES, INSTRUCTIONS, LOOP_DEPTH, ErrorCode, Space, Sram, Unit,
 )
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -47,17 +47,24 @@ def isa_markdown() -> str:
     for i in INSTRUCTIONS:
         out += ["", f"## {i.name}", "", f"Opcode {i.opcode}, executed by {i.unit.name}.", ""]
         if i.fields:
-            out += ["| bits | field | width | signed | meaning |", "|---|---|---|---|---|"]
+            out += ["| bits | field | width | signed | space | meaning |", "|---|---|---|---|---|---|"]
             for f, lsb in i.layout()[len(HEADER_FIELDS):]:
                 meaning = f.doc
                 if f.enum is not None:
                     meaning += " (" + ", ".join(f"{e.value} {e.name}" for e in f.enum) + ")"
                 out.append(f"| {lsb}..{lsb + f.width - 1} | `{f.name}` | {f.width} | "
-                           f"{'yes' if f.signed else 'no'} | {meaning} |")
+                           f"{'yes' if f.signed else 'no'} | {_space_text(f)} | {meaning} |")
             out.append("")
         out += ["```", i.doc, "```"]
     out += ["", "## Error codes", "", "| code | name |", "|---|---|"]
     out += [f"| {e.value} | {e.name} |" for e in ErrorCode]
+    out += ["", "## Address spaces", "",
+            "Fields with a space are addresses: inside LOOPs they are offset by the loops' increment "
+            f"for that space (see [`LOOP`](#loop); at most {LOOP_DEPTH} nested loops).  "
+            "\"by `sram`\": the space the `sram` field names; \"words\": the field counts bus words, so a "
+            "row offset is scaled by the words per row.  \"+X\": LOOP's increment of space X.", "",
+            "| value | space | unit |", "|---|---|---|"]
+    out += [f"| {s.value} | {s.name} | {'bytes' if s is Space.EXT else 'rows'} |" for s in Space]
     out += ["", "## Scratchpads addressed by DMA", "", "| value | name |", "|---|---|"]
     out += [f"| {s.value} | {s.name} |" for s in Sram]
     out += ["", "## Default configuration", "", "| parameter | value |", "|---|---|"]
@@ -66,6 +73,16 @@ def isa_markdown() -> str:
     out += ["", "On-chip memory: " + ", ".join(f"{k} {v // 1024} KiB" for k, v in sizes.items())
             + f"; total {sum(sizes.values()) // 1024} KiB.", ""]
     return "\n".join(out)
+
+
+def _space_text(f) -> str:
+    """The "space" column: where LOOPs offset the field (empty for non-addresses)."""
+    if f.increment is not None:
+        return f"+{f.increment.name}"
+    if f.space is None:
+        return ""
+    text = f"by `{f.space}`" if isinstance(f.space, str) else f.space.name
+    return text + (", words" if f.in_words else "")
 
 
 def isa_c_header() -> str:
@@ -86,10 +103,23 @@ def isa_c_header() -> str:
     for s in Sram:
         out.append(f"#define NPU_SRAM_{s.name} {s.value}")
     out.append("")
+    out.append(f"#define NPU_LOOP_DEPTH {LOOP_DEPTH}")
+    for s in Space:
+        out.append(f"#define NPU_SPACE_{s.name} {s.value}")
+    out.append("")
     for u in Unit:
         if u is not Unit.SEQ:
             out.append(f"#define NPU_WAIT_{u.name} (1u << {u.value})")
     out.append("")
+    # The other enum fields' values (vector-unit memories, types, operations), by enum name.
+    enums = []
+    for i in INSTRUCTIONS:
+        for f in i.fields:
+            if f.enum is not None and f.enum is not Sram and f.enum not in enums:
+                enums.append(f.enum)
+    for e in enums:
+        prefix = "".join("_" + ch if ch.isupper() and k else ch for k, ch in enumerate(e.__name__)).upper()
+        out += [f"#define NPU_{prefix}_{member.name} {member.value}" for member in e] + [""]
     for i in INSTRUCTIONS:
         out.append(f"#define NPU_OP_{i.name} {i.opcode}")
         for f, lsb in i.layout():

@@ -22,13 +22,17 @@ take it and every unit in ``wait`` is idle; a unit executes its own instructions
 and each sees the complete effect of the previous one (consecutive MATMULs may overlap
 inside the MXU pipeline, ACC updates included).  Result: the machine state is that of
 executing the program sequentially, provided the wait masks order every pair of
-instructions of different units that touch the same scratchpad row.
+instructions of different units that touch the same scratchpad row.  LOOP repeats the
+instructions after it with their address fields (``Field.space``) offset per iteration;
+"program order" is then the order of the unrolled loops, and an instruction's fields mean
+its effective (offset) values.
 
-Errors depend only on an instruction's fields.  A failing instruction does nothing and
-stops the NPU once the instructions before it have completed; nothing after it issues.
-Within one instruction the first applicable error in the order ILLEGAL_INSTRUCTION,
-DMA_MISALIGNED, DMA_OUT_OF_RANGE, SRAM_OVERFLOW is reported.  Address arithmetic is exact
-(never modulo a field width).  Only rows actually touched are checked: a DMA moving zero
+Errors depend only on an instruction's (effective) fields, and for LOOP on the active
+loops.  A failing instruction does nothing and stops the NPU once the instructions before
+it have completed; nothing after it issues.  Within one instruction the first applicable
+error in the order ILLEGAL_INSTRUCTION, DMA_MISALIGNED, DMA_OUT_OF_RANGE, SRAM_OVERFLOW is
+reported.  Address arithmetic is exact (never modulo a field width; a negative effective
+address is outside its memory).  Only rows actually touched are checked: a DMA moving zero
 words, a MATMUL with ``n0*n1 == 0`` or an ACT with ``count == 0`` touches no data rows
 (nothing happens), but the MATMUL weight tile and the three ACT parameter rows are always
 checked.
@@ -62,6 +66,84 @@ class Sram(enum.IntEnum):
     PSRAM = 2
 
 
+class VecMem(enum.IntEnum):
+    """Memory a vector-unit operand is read from (``a_mem``, ``b_mem``, ``c_mem``); the names
+    are address spaces."""
+
+    ASRAM = 0
+    ACC = 1
+    PSRAM = 2
+
+
+class VecDst(enum.IntEnum):
+    """Memory a vector-unit result is written to (``d_mem``)."""
+
+    ASRAM = 0
+    ACC = 1
+
+
+class VecType(enum.IntEnum):
+    """Element type of a vector (sizes and ranges: isa/vector.py)."""
+
+    INT8 = 0
+    INT16 = 1
+    INT32 = 2
+    INT48 = 3
+    UINT8 = 4
+    UINT16 = 5
+
+
+class ValuOp(enum.IntEnum):
+    """VALU operations (the VALU doc defines each)."""
+
+    ADD = 0
+    SUB = 1
+    MUL = 2
+    ARITHMETIC_RIGHT_SHIFT = 3
+    LOGICAL_LEFT_SHIFT = 4
+    LOGICAL_RIGHT_SHIFT = 5
+    BITWISE_AND = 6
+    BITWISE_OR = 7
+    BITWISE_XOR = 8
+    BITWISE_NOT = 9
+    MINIMUM = 10
+    MAXIMUM = 11
+    CLAMP = 12
+    EQUAL = 13
+    GREATER = 14
+    GREATER_EQUAL = 15
+    LOGICAL_AND = 16
+    LOGICAL_OR = 17
+    LOGICAL_XOR = 18
+    LOGICAL_NOT = 19
+    SELECT = 20
+    ABS = 21
+    NEGATE = 22
+    CLZ = 23
+    COPY = 24
+
+
+class PoolMode(enum.IntEnum):
+    """VPOOL reductions."""
+
+    MAX = 0
+    SUM = 1
+
+
+class Space(enum.IntEnum):
+    """Address spaces.  An address field tagged with a space (``Field.space``) is offset inside
+    LOOPs by that space's increment.  EXT counts bytes; the scratchpads count rows."""
+
+    EXT = 0
+    ASRAM = 1
+    WSRAM = 2
+    ACC = 3
+    PSRAM = 4
+
+
+LOOP_DEPTH = 4   # LOOPs that may be active (nested) at once
+
+
 class ErrorCode(enum.IntEnum):
     """Values of the ERROR_CODE status register when the NPU stops on an error."""
 
@@ -76,13 +158,23 @@ class ErrorCode(enum.IntEnum):
 
 @dataclass(frozen=True)
 class Field:
-    """One instruction field: name, width in bits, signedness, and what it means."""
+    """One instruction field: name, width in bits, signedness, and what it means.
+
+    ``space`` tags an address field: inside LOOPs its value is offset by the enclosing loops'
+    increments for that :class:`Space`; a string instead names the instruction's enum field
+    whose value names the space (DMA ``sram_addr`` follows ``sram``).  ``in_words``: the
+    address counts bus words, so a row offset is scaled by the space's words per row.
+    ``increment`` marks a LOOP field as the per-iteration increment of a space.
+    """
 
     name: str
     width: int
     signed: bool = False
     doc: str = ""
     enum: type[enum.IntEnum] | None = None
+    space: Space | str | None = None
+    in_words: bool = False
+    increment: Space | None = None
 
     @property
     def min(self) -> int:
@@ -129,13 +221,16 @@ STRIDE_BITS = 32
 PAD_BITS = 8
 ACC_ADDR_BITS = 16
 PARAM_ADDR_BITS = 12
+LOOP_BODY_BITS = 12
 
 
 def _dma_common() -> tuple[Field, ...]:
     return (
         Field("sram", 2, doc="scratchpad: 0 ASRAM, 1 WSRAM, 2 PSRAM", enum=Sram),
-        Field("sram_addr", SRAM_ADDR_BITS, doc="first scratchpad word (bus-word units)"),
-        Field("ext_addr", EXT_ADDR_BITS, doc="first external byte address (bus-word aligned)"),
+        Field("sram_addr", SRAM_ADDR_BITS, doc="first scratchpad word (bus-word units)",
+              space="sram", in_words=True),
+        Field("ext_addr", EXT_ADDR_BITS, doc="first external byte address (bus-word aligned)",
+              space=Space.EXT),
         Field("len0", LEN_BITS, doc="bus words per line"),
         Field("len1", LEN_BITS, doc="lines per plane"),
         Field("len2", LEN_BITS, doc="planes"),
@@ -144,11 +239,109 @@ def _dma_common() -> tuple[Field, ...]:
     )
 
 
+# -- vector-unit operands (VRESCALE, VALU, VPOOL) ---------------------------------------------
+VEC_ADDR_BITS = 16     # vector operands address the first 2**16 rows of a memory
+VEC_ZP_BITS = 17       # zero points and clamps of 8/16-bit signed and unsigned types
+
+
+def _vec_loops() -> tuple[Field, ...]:
+    return (
+        Field("n0", LEN_BITS, doc="inner loop count (output vectors per outer step)"),
+        Field("n1", LEN_BITS, doc="outer loop count"),
+    )
+
+
+def _vec_src(p: str, what: str, bcast: bool = False) -> tuple[Field, ...]:
+    return (
+        Field(f"{p}_mem", 2, doc=f"memory of {what}", enum=VecMem),
+        Field(f"{p}_addr", VEC_ADDR_BITS, doc=f"first row of {what}", space=f"{p}_mem"),
+        Field(f"{p}_stride0", VEC_ADDR_BITS, doc="rows between vectors of the inner loop"),
+        Field(f"{p}_stride1", VEC_ADDR_BITS, doc="rows between vectors of the outer loop"),
+    ) + ((Field(f"{p}_bcast", 1, doc=f"1: lane 0 of {what} is used for every lane"),) if bcast else ())
+
+
+def _vec_dst() -> tuple[Field, ...]:
+    return (
+        Field("d_mem", 1, doc="memory written", enum=VecDst),
+        Field("d_addr", VEC_ADDR_BITS, doc="first row written", space="d_mem"),
+        Field("d_stride0", VEC_ADDR_BITS, doc="rows between results of the inner loop"),
+        Field("d_stride1", VEC_ADDR_BITS, doc="rows between results of the outer loop"),
+    )
+
+
+VECTOR_DOC = """\
+Vectors (VRESCALE, VALU, VPOOL).  A vector is COLS lanes of one element type T (VecType:
+INT8, INT16, INT32, INT48, UINT8, UINT16; bits(T) = 8, 16, 32, 48, 8, 16).  read(mem, T,
+row) and write(mem, T, row, y) move one vector:
+
+* ASRAM: the vector fills bits(T)/8 consecutive rows from `row`; in their bytes,
+  concatenated, lane n is bytes n*bits(T)/8 .. (n+1)*bits(T)/8 - 1, little-endian.
+  read: those bytes as T (UINT types zero-extended); write: the low bits(T) bits of y.
+* ACC and PSRAM: one row of COLS int32 lanes per vector; read: the low bits(T) bits of
+  lane n as T.  INT48 takes two rows: lane n of the first is the low 32 bits, the low 16
+  bits of lane n of the second the high bits.  A write (ACC only: PSRAM is never written
+  by the VPU) stores T(y) sign-extended (UINT types: zero-extended) to 32 bits.
+
+Output vectors are produced for i1 in 0 .. n1-1 (outer), i0 in 0 .. n0-1 (inner); all the
+rows of one output vector are read before any of its results is written, and results are
+written in loop order (a later one overwrites an earlier one).  A row written for one
+output vector must not be read for a later one of the same instruction (what that read
+returns is unspecified).  Nothing happens when n0*n1 == 0 (no row is touched)."""
+
+
 INSTRUCTIONS: tuple[InstrDef, ...] = (
     InstrDef("HALT", 1, Unit.SEQ, (), doc="""\
 Wait until every unit is idle, then stop with status DONE and raise the interrupt."""),
     InstrDef("SYNC", 2, Unit.SEQ, (), doc="""\
 Do nothing once the units in `wait` are idle (a barrier with no work attached)."""),
+    InstrDef("LOOP", 3, Unit.SEQ, (
+        Field("count", LEN_BITS, doc="iterations (0: skip the body)"),
+        Field("body", LOOP_BODY_BITS, doc="instructions in the body: the next `body` after the LOOP"),
+        Field("inc_ext", EXT_ADDR_BITS, signed=True, doc="EXT address increment per iteration (bytes)",
+              increment=Space.EXT),
+        Field("inc_asram", SRAM_ADDR_BITS, signed=True, doc="ASRAM increment per iteration (rows)",
+              increment=Space.ASRAM),
+        Field("inc_wsram", SRAM_ADDR_BITS, signed=True, doc="WSRAM increment per iteration (rows)",
+              increment=Space.WSRAM),
+        Field("inc_acc", ACC_ADDR_BITS, signed=True, doc="ACC increment per iteration (rows)",
+              increment=Space.ACC),
+        Field("inc_psram", PARAM_ADDR_BITS, signed=True,
+              doc="PSRAM increment per iteration (rows; a DMA moves words_per_wide_row words per row)",
+              increment=Space.PSRAM),
+    ), doc=f"""\
+Execute the next `body` instructions `count` times, offsetting their addresses:
+
+    start = pc + 1; last = pc + body               (the body: instructions start .. last)
+    for i in 0 .. count-1:                         (count == 0: the body is skipped)
+      execute instructions start .. last, each address field F of space S read as
+        F + sum over the active loops l (this one and those enclosing it) of i_l * inc_S(l)
+
+Address fields carry their space in this table ("space" column of docs/isa.md): EXT
+(`ext_addr`, bytes, `inc_ext`) and the scratchpads ASRAM, WSRAM, ACC, PSRAM (rows,
+`inc_asram`, `inc_wsram`, `inc_acc`, `inc_psram`).  A DMA `sram_addr` is in the scratchpad
+its `sram` field names and counts bus words: an ASRAM or WSRAM row is one word, a PSRAM
+row is words_per_wide_row words, so `inc_psram = r` moves a DMA into PSRAM by
+r * words_per_wide_row words per iteration and an ACT `param_addr` by r rows.  No other
+field is offset (lengths, strides, counts, zero points, LOOP's own fields).
+
+The effective address is computed when the instruction issues, exactly (never modulo a
+field width); the units and every error check see it.  A negative effective address that
+is touched is out of range: DMA_OUT_OF_RANGE for EXT, SRAM_OVERFLOW for a scratchpad.
+
+Nesting: a LOOP in a body starts an inner loop, which runs all its iterations in every
+iteration of the outer one (its LOOP instruction is executed, and waits, each time).  An
+inner body may end at the same instruction as the outer one.  At most LOOP_DEPTH = {LOOP_DEPTH}
+loops are active at once; a loop ends after the last iteration of its last instruction.
+
+`wait` applies when the LOOP instruction issues, so once before the first iteration; the
+body's instructions carry their own waits, checked in every iteration.  Like SYNC, LOOP
+does no work: it takes one issue slot, and going back from the last instruction of the
+body to the first costs nothing (timing rules: sim/npu_timing.py).  A HALT or an error
+inside a body stops the NPU as anywhere else (STOP_PC is the instruction's index).
+
+Errors: ILLEGAL_INSTRUCTION (even when count == 0) if body == 0; if pc + body >= the
+number of instructions (the body runs past the program); if LOOP_DEPTH loops are already
+active; or if pc + body is past the last instruction of the innermost active loop's body."""),
     InstrDef("DMA_LOAD", 8, Unit.DMA, _dma_common() + (
         Field("pad_b0", PAD_BITS, doc="pad words before each line"),
         Field("pad_a0", PAD_BITS, doc="pad words after each line"),
@@ -186,13 +379,13 @@ Copy consecutive scratchpad words to a 3-D strided region of external memory:
 Only ASRAM can be stored (sram != ASRAM is ILLEGAL_INSTRUCTION).  Other errors as
 DMA_LOAD, detected before any word is transferred."""),
     InstrDef("MATMUL", 16, Unit.MXU, (
-        Field("a_addr", SRAM_ADDR_BITS, doc="ASRAM row of the first input vector"),
+        Field("a_addr", SRAM_ADDR_BITS, doc="ASRAM row of the first input vector", space=Space.ASRAM),
         Field("a_stride0", LEN_BITS, doc="ASRAM rows between inputs of the inner loop"),
         Field("a_stride1", SRAM_ADDR_BITS, doc="ASRAM rows between inputs of the outer loop"),
         Field("n0", LEN_BITS, doc="inner loop count (input vectors per outer step)"),
         Field("n1", LEN_BITS, doc="outer loop count"),
-        Field("w_addr", SRAM_ADDR_BITS, doc="WSRAM row of the weight tile (ROWS rows)"),
-        Field("acc_addr", ACC_ADDR_BITS, doc="first ACC row written"),
+        Field("w_addr", SRAM_ADDR_BITS, doc="WSRAM row of the weight tile (ROWS rows)", space=Space.WSRAM),
+        Field("acc_addr", ACC_ADDR_BITS, doc="first ACC row written", space=Space.ACC),
         Field("accumulate", 1, doc="1: add onto ACC; 0: overwrite ACC"),
         Field("a_zp", 16, signed=True, doc="zero point subtracted from every input lane"),
         Field("w_zp", 8, signed=True, doc="zero point subtracted from every weight"),
@@ -208,10 +401,11 @@ Multiply input vectors by one weight tile on the systolic array, into accumulato
 
 Errors: SRAM_OVERFLOW if any ASRAM, WSRAM or ACC row touched is past the end."""),
     InstrDef("ACT", 24, Unit.VPU, (
-        Field("acc_addr", ACC_ADDR_BITS, doc="first ACC row read"),
+        Field("acc_addr", ACC_ADDR_BITS, doc="first ACC row read", space=Space.ACC),
         Field("count", LEN_BITS, doc="rows processed"),
-        Field("dst_addr", SRAM_ADDR_BITS, doc="first ASRAM row written"),
-        Field("param_addr", PARAM_ADDR_BITS, doc="PSRAM row of bias; +1 multiplier; +2 shift"),
+        Field("dst_addr", SRAM_ADDR_BITS, doc="first ASRAM row written", space=Space.ASRAM),
+        Field("param_addr", PARAM_ADDR_BITS, doc="PSRAM row of bias; +1 multiplier; +2 shift",
+              space=Space.PSRAM),
         Field("out_zp", 16, signed=True, doc="output zero point added after scaling"),
         Field("clamp_min", 16, signed=True, doc="lower bound of the output"),
         Field("clamp_max", 16, signed=True, doc="upper bound of the output"),
@@ -236,10 +430,177 @@ apply_clip order), and int8() keeps the low 8 bits.
 This is apply_scale_32/16 of the TOSA spec (sim/tosa_helpers.py) for every value the spec
 allows; outside its REQUIRE range the result is still defined as above.  Errors:
 SRAM_OVERFLOW for rows past the end of ACC, ASRAM or PSRAM."""),
+    InstrDef("VRESCALE", 25, Unit.VPU, _vec_loops() + _vec_src("a", "the input") + _vec_dst() + (
+        Field("in_type", 3, doc="element type read", enum=VecType),
+        Field("out_type", 3, doc="element type written (not INT48)", enum=VecType),
+        Field("param_addr", PARAM_ADDR_BITS, doc="PSRAM row of the multipliers; +1 the shifts",
+              space=Space.PSRAM),
+        Field("per_channel", 1, doc="1: lane n uses parameter lane n; 0: every lane uses lane 0"),
+        Field("scale32", 1, doc="1: 32-bit multiplier; 0: 16-bit multiplier (low half)"),
+        Field("double_round", 1, doc="1: TOSA double rounding (scale32 only)"),
+        Field("in_zp", VEC_ZP_BITS, signed=True, doc="input zero point (a number: UINT16's 32768 too)"),
+        Field("out_zp", VEC_ZP_BITS, signed=True, doc="output zero point"),
+        Field("clamp", 1, doc="1: clamp the result to [clamp_min, clamp_max] after the type range"),
+        Field("clamp_min", VEC_ZP_BITS, signed=True, doc="lower bound when clamp = 1"),
+        Field("clamp_max", VEC_ZP_BITS, signed=True, doc="upper bound when clamp = 1"),
+    ), doc=VECTOR_DOC + """
+
+TOSA RESCALE in every mode (in_t, out_t, zero points, scale32/scale16, rounding,
+per-channel or per-tensor), vector by vector, with an optional clamp:
+
+    mul = PSRAM[param_addr]; sh = PSRAM[param_addr+1] & 63
+    for each output vector (i1, i0):
+      x = read(a_mem, in_type, a_addr + i1*a_stride1 + i0*a_stride0)
+      for lane n:  c = per_channel ? n : 0
+        value = int48(x[n] - in_zp)                                     (wrapping)
+        v = scale32 ? int32(value) : value                              (wrapping)
+        m = scale32 ? mul[c] : int16(mul[c])
+        rnd = sh[c] > 0 ? 1 << (sh[c]-1) : 0
+        if double_round and scale32 and sh[c] > 31: rnd += v >= 0 ? 1<<30 : -(1<<30)
+        s = int32((int64(v)*m + rnd) >> sh[c])                          (64-bit, wrapping)
+        y = min(max(s + out_zp, lo(out_type)), hi(out_type))            (exact)
+        if clamp: y = min(max(y, clamp_min), clamp_max)
+        out[n] = y
+      write(d_mem, out_type, d_addr + i1*d_stride1 + i0*d_stride0, out)
+
+lo/hi are the range of out_type (UINT8 0..255, UINT16 0..65535).  With the spec's
+ERROR_IFs on types and zero points satisfied and its REQUIREs (apply_scale_32/16,
+apply_add_s) holding, this is RESCALE bit for bit (rounding_mode DOUBLE_ROUND:
+double_round = 1; SINGLE_ROUND and INEXACT_ROUND: 0); elsewhere the result is still
+defined as above.  Errors: ILLEGAL_INSTRUCTION for in_type 6..7, out_type INT48 or 6..7,
+a_mem 3; SRAM_OVERFLOW for the two parameter rows (always) and, when n0*n1 > 0, for rows
+read or written past the end of their memory."""),
+    InstrDef("VALU", 26, Unit.VPU, (
+        Field("op", 5, doc="operation", enum=ValuOp),
+        Field("dtype", 2, doc="element type T (not INT48)", enum=VecType),
+    ) + _vec_loops() + _vec_src("a", "operand a", bcast=True) + _vec_src("b", "operand b", bcast=True) + (
+        Field("c_mem", 2, doc="memory of operand c", enum=VecMem),
+        Field("c_addr", VEC_ADDR_BITS, doc="first row of operand c", space="c_mem"),
+        Field("c_fixed", 1, doc="1: c is read at c_addr for every vector; 0: with b's strides"),
+        Field("c_bcast", 1, doc="1: lane 0 of c is used for every lane"),
+    ) + _vec_dst() + (
+        Field("imm0", 16, signed=True, doc="immediate: MUL shift, ARITHMETIC_RIGHT_SHIFT round, "
+                                           "CLAMP min, NEGATE input zero point"),
+        Field("imm1", 16, signed=True, doc="immediate: CLAMP max, NEGATE output zero point"),
+    ), doc="""\
+Elementwise operations on vectors of type T = dtype (read, write and the loops as in
+VRESCALE); bool values are INT8 0/1.  Lane by lane, with a, b, c the operand values
+(a_bcast, b_bcast, c_bcast: lane 0 of that operand for every lane):
+
+    for each output vector (i1, i0):
+      a = read(a_mem, op == SELECT ? INT8 : T, a_addr + i1*a_stride1 + i0*a_stride0)
+      b = read(b_mem, T, b_addr + i1*b_stride1 + i0*b_stride0)               (binary, SELECT)
+      c = read(c_mem, T, c_addr + (c_fixed ? 0 : i1*b_stride1 + i0*b_stride0))  (SELECT)
+      write(d_mem, U, d_addr + i1*d_stride1 + i0*d_stride0, op(a, b, c))
+
+    op                      result (exact integers, then U())                  U
+    ADD, SUB                a + b, a - b                                       T
+    MUL                     p = a*b; k = imm0 & 63                             INT32
+                            if k > 0: p = (p + (1 << (k-1))) >> k  (64-bit, wrapping)
+    ARITHMETIC_RIGHT_SHIFT  k = b & 31; r = a >> k                             T
+                            if (imm0 & 1) and k > 0: r += (a >> (k-1)) & 1
+    LOGICAL_LEFT_SHIFT      a << (b & 31)                                      T
+    LOGICAL_RIGHT_SHIFT     ua >> (b & 31)  (ua: a's bits(T) bits unsigned)    T
+    BITWISE_AND, _OR, _XOR  a & b, a | b, a ^ b                                T
+    BITWISE_NOT             ~a                                                 T
+    MINIMUM, MAXIMUM        min(a, b), max(a, b)                               T
+    CLAMP                   min(max(a, imm0), imm1)                            T
+    EQUAL, GREATER,         a == b, a > b, a >= b  (1 or 0)                    INT8
+      GREATER_EQUAL
+    LOGICAL_AND, _OR, _XOR  (a != 0) and / or / xor (b != 0)  (1 or 0)         INT8
+    LOGICAL_NOT             a == 0  (1 or 0)                                   INT8
+    SELECT                  a != 0 ? b : c                                     T
+    ABS                     a < 0 ? -a : a                                     T
+    NEGATE                  min(max(imm0 - a + imm1, lo(T)), hi(T))            T
+    CLZ                     count_leading_zeros(int32(a))  (32 for 0)          T
+    COPY                    a                                                  T
+
+U() keeps the low bits (two's complement wrapping).  Each op is its TOSA operator's
+pseudocode (MUL with shift; ARITHMETIC_RIGHT_SHIFT with round; NEGATE with input1_zp =
+imm0, output_zp = imm1; CLAMP with min_val = imm0, max_val = imm1) wherever the spec's
+REQUIREs hold, and still defined as above where they do not.  COPY with a in PSRAM and
+d in ACC preloads accumulators (e.g. a bias).  Errors: ILLEGAL_INSTRUCTION for op 25..31,
+dtype INT48, a_mem, b_mem or c_mem 3; SRAM_OVERFLOW, when n0*n1 > 0, for rows past the
+end of their memory read for an operand the op uses (a; b for binary ops and SELECT; c
+for SELECT) or written."""),
+    InstrDef("VPOOL", 27, Unit.VPU, (
+        Field("mode", 1, doc="reduction", enum=PoolMode),
+        Field("dtype", 2, doc="element type read (not INT48)", enum=VecType),
+    ) + _vec_loops() + (
+        Field("k0", 8, doc="window: inner count"),
+        Field("k1", 8, doc="window: outer count"),
+        Field("w_stride0", VEC_ADDR_BITS, doc="rows between window vectors of the inner count"),
+        Field("w_stride1", VEC_ADDR_BITS, doc="rows between window vectors of the outer count"),
+    ) + _vec_src("a", "the input") + _vec_dst() + (
+        Field("in_zp", 16, signed=True, doc="zero point subtracted from every element (SUM)"),
+    ), doc="""\
+Pooling: every output vector reduces a window of k1 x k0 input vectors (read, write and
+the loops as in VRESCALE):
+
+    for each output vector (i1, i0):
+      base = a_addr + i1*a_stride1 + i0*a_stride0
+      for w1 in 0 .. k1-1, w0 in 0 .. k0-1:
+        x = read(a_mem, dtype, base + w1*w_stride1 + w0*w_stride0)
+        MAX: r = (w1, w0) == (0, 0) ? x : max(r, x)                    (lanewise)
+        SUM: r = int32(r + x - in_zp)           (r starts at 0; exact, then wrapping)
+      write(d_mem, MAX ? dtype : INT32, d_addr + i1*d_stride1 + i0*d_stride0, r)
+
+MAX is MAX_POOL2D; SUM is the accumulation of AVG_POOL2D (apply_add_s<int32> of value -
+input_zp, wrapping where its REQUIRE fails), completed by a VRESCALE with
+reciprocal_scale(count).  Padded edge windows are separate instructions with smaller
+k0/k1.  Nothing happens when n0*n1*k0*k1 == 0.  Errors: ILLEGAL_INSTRUCTION for dtype
+INT48 or a_mem 3; SRAM_OVERFLOW, when n0*n1*k0*k1 > 0, for rows read or written past the
+end of their memory."""),
 )
 
 BY_NAME = {i.name: i for i in INSTRUCTIONS}
 BY_OPCODE = {i.opcode: i for i in INSTRUCTIONS}
+
+
+# -- LOOP address offsets, derived from the ``space`` tags above ------------------------------
+def address_fields(defn: InstrDef) -> tuple[Field, ...]:
+    """The fields of ``defn`` that LOOPs offset (those with a ``space``)."""
+    return tuple(f for f in defn.fields if f.space is not None)
+
+
+def loop_increments() -> dict[Space, Field]:
+    """LOOP's increment field of every space."""
+    return {f.increment: f for f in BY_NAME["LOOP"].fields if f.increment is not None}
+
+
+def space_choices(defn: InstrDef, f: Field) -> dict[int, Space]:
+    """Value of the selecting field -> space, for a field whose space another field names
+    (for a fixed space: ``{None: space}``).  Selector values naming no space are absent."""
+    if isinstance(f.space, Space):
+        return {None: f.space}
+    selector = next(g for g in defn.fields if g.name == f.space)
+    return {int(e): Space[e.name] for e in selector.enum}
+
+
+def field_space(defn: InstrDef, f: Field, values: dict) -> Space | None:
+    """Space of address field ``f`` given the instruction's field ``values`` (None when the
+    selecting field names no space: that instruction is illegal anyway)."""
+    choices = space_choices(defn, f)
+    return choices[None] if None in choices else choices.get(values[f.space])
+
+
+def offset_unit(f: Field, space: Space, config) -> int:
+    """Units of field ``f`` per unit (row) of a ``space`` offset: 1, or the bus words per row
+    of the space for an ``in_words`` field (``config`` is an isa.config.NpuConfig)."""
+    if not f.in_words or space is Space.EXT:
+        return 1
+    return getattr(config, f"{space.name.lower()}_row_bytes") // config.bus_bytes
+
+
+def effective_values(defn: InstrDef, values: dict, offsets: dict, config) -> dict:
+    """``values`` with every address field moved by ``offsets`` (Space -> int, the sum over the
+    active loops of iteration * increment), in exact integer arithmetic."""
+    out = dict(values)
+    for f in address_fields(defn):
+        space = field_space(defn, f, values)
+        if space is not None:
+            out[f.name] = values[f.name] + offsets.get(space, 0) * offset_unit(f, space, config)
+    return out
 
 
 def _check_table() -> None:
@@ -255,6 +616,18 @@ def _check_table() -> None:
         names = [f.name for f in HEADER_FIELDS + instr.fields]
         if len(set(names)) != len(names):
             raise AssertionError(f"{instr.name}: duplicate field names")
+        for f in instr.fields:
+            if isinstance(f.space, str):
+                selector = next((g for g in instr.fields if g.name == f.space), None)
+                if selector is None or selector.enum is None or \
+                        any(e.name not in Space.__members__ for e in selector.enum):
+                    raise AssertionError(f"{instr.name}.{f.name}: space must name an enum field of spaces")
+            if (f.space is not None or f.in_words) and (f.signed or instr.unit is Unit.SEQ):
+                raise AssertionError(f"{instr.name}.{f.name}: address fields are unsigned unit operands")
+            if f.increment is not None and instr.name != "LOOP":
+                raise AssertionError(f"{instr.name}.{f.name}: only LOOP has increments")
+    if sorted(loop_increments()) != sorted(Space):
+        raise AssertionError("LOOP needs exactly one increment field per address space")
 
 
 _check_table()

@@ -69,8 +69,9 @@ def _label(instr: Instruction | str) -> str:
 
 def find_hazards(executed: list[tuple[int, Instruction | str, Footprint | None]],
                  intervals: list[tuple[int, int]]) -> list[Hazard]:
-    """Conflicting pairs among ``executed`` (pc, instruction or label, footprint), whose k-th entry
-    ran during ``intervals[k] = (start, end)`` (end exclusive).
+    """Conflicting pairs among ``executed`` (pc, instruction or label, footprint), in program
+    (issue) order, whose k-th entry ran during ``intervals[k] = (start, end)`` (end exclusive).
+    Inside loops one pc appears once per iteration.
 
     Instructions without a footprint (HALT, SYNC) are skipped.  At most one hazard is
     reported per pair (the first of RAW, WAR, WAW found).
@@ -82,11 +83,11 @@ def find_hazards(executed: list[tuple[int, Instruction | str, Footprint | None]]
     for k in order:
         start = intervals[k][0]
         active = [i for i in active if intervals[i][1] > start]
-        pc, _, fp = executed[k]
+        fp = executed[k][2]
         for i in active:
             if executed[i][2].unit == fp.unit:
                 continue
-            first, second = (i, k) if executed[i][0] < pc else (k, i)
+            first, second = (i, k) if i < k else (k, i)      # list order is program order
             a, b = executed[first][2], executed[second][2]
             found = (_conflict("RAW", a.writes, b.reads) or _conflict("WAR", a.reads, b.writes)
                      or _conflict("WAW", a.writes, b.writes))

@@ -1,7 +1,8 @@
-"""The ACT instruction's scaling step: TOSA apply_scale_32/16, extended to every input.
+"""The scaling step of ACT and VRESCALE: TOSA apply_scale_32/16, extended to every input.
 
-The ACT doc (isa/instructions.py) defines, for every lane value ``v`` (int32), multiplier
-``m`` (int32, or int16 in 16-bit mode) and shift ``sh`` (0..63)::
+The ACT and VRESCALE docs (isa/instructions.py) define, for every lane value ``v`` (int32;
+VRESCALE in 16-bit mode: int48), multiplier ``m`` (int32, or int16 in 16-bit mode) and
+shift ``sh`` (0..63)::
 
     rnd = sh > 0 ? 1 << (sh-1) : 0
     if double_round and scale32 and sh > 31: rnd += v >= 0 ? 1<<30 : -(1<<30)
@@ -45,7 +46,8 @@ def _outside_spec_shifts(value: np.ndarray, mul: np.ndarray, shift: np.ndarray,
 
 def rescale(value: np.ndarray, mul: np.ndarray, shift: np.ndarray, scale32: bool,
             double_round: bool) -> np.ndarray:
-    """``s`` of the ACT doc for int32 ``value`` of shape (rows, lanes).
+    """``s`` of the ACT/VRESCALE docs for ``value`` of shape (rows, lanes): int32 values,
+    or int48 ones with ``scale32=False`` (the 64-bit products cannot overflow either way).
 
     ``mul`` (int32 for ``scale32``, else int16) and ``shift`` (0..63) are per lane, shape
     (lanes,).  ``double_round`` only matters with ``scale32``.  Returns int32.

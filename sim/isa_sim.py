@@ -19,6 +19,11 @@ RTL's, hw/csr.py and hw/checker.py):
 * a word that does not decode is ILLEGAL_INSTRUCTION when the PC reaches it (not before);
 * running past the last instruction without HALT is PC_OVERFLOW with error_pc = the
   instruction count.
+
+LOOPs (sim/isa_loops.py) are executed as the sequencer does: instructions run in issue
+order, each with its address fields at their effective values (isa.instructions
+.effective_values with the offsets of the current iterations); an error inside a loop stops
+at that instruction's index, in the iteration that fails.
 """
 from __future__ import annotations
 
@@ -30,11 +35,12 @@ import numpy as np
 from isa.asm import disassemble_one
 from isa.config import NpuConfig
 from isa.encoding import EncodingError, Instruction, decode
-from isa.instructions import INSTR_BYTES, ErrorCode
+from isa.instructions import INSTR_BYTES, ErrorCode, effective_values
 from isa.program import Program
 from tosa_ir.errors import InvalidInput, NpuError
 
 from sim.isa_hazards import Hazard, find_hazards
+from sim.isa_loops import LoopStack
 from sim.isa_units import EXECUTORS, Footprint, NpuState, Trap
 
 
@@ -55,14 +61,15 @@ class IsaResult:
     error_pc : int or None
         Index of the failing instruction (None after HALT).
     instructions_executed : int
-        Instructions completed (HALT included; the failing one excluded).
+        Instructions completed in issue order, every loop iteration and LOOP counted (HALT
+        included; the failing one excluded).
     error_message : str
         What went wrong, for people ("" after HALT).
     stop_pc : int
         The hardware's STOP_PC register: index of the HALT or of the failing instruction
         (0 for boot errors, the instruction count for PC_OVERFLOW).
     trace : list of str
-        One line per instruction reached, when tracing.
+        One line per instruction reached (in issue order, effective addresses), when tracing.
     hazards : list of Hazard or None
         Conflicts the wait masks fail to order, when checking.
     timing : object
@@ -157,47 +164,65 @@ class IsaSim:
             note(f"boot: {code.name}: {message}")
             result = IsaResult(state.final_memory(), None, {}, code, 0, 0, message, 0, log, state=state)
             if timing or self.check_hazards:
-                self._add_timing(result, [], [], n, boot_error=True)
+                self._add_timing(result, [], [], [], n, boot_error=True)
             return result
 
         state.ensure_ext(program.program_addr + n * INSTR_BYTES)
         imem = state.ext[program.program_addr:program.program_addr + n * INSTR_BYTES].tobytes()
-        executed: list[tuple[int, Instruction, Footprint | None]] = []
-        instrs: list[Instruction] = []
+        executed: list[tuple[int, Instruction | _Effective, Footprint | None]] = []
+        positions: list[int] = []           # index of each executed entry in ``instrs``
+        instrs: list[Instruction] = []      # every instruction reached, in issue order
+        decoded: dict[int, Instruction] = {}
+        loops = LoopStack(n)
         code, error_pc, message = ErrorCode.PC_OVERFLOW, n, f"ran past the last of {n} instructions without HALT"
-        for pc in range(n):
-            try:
-                instr = decode(imem[pc * INSTR_BYTES:(pc + 1) * INSTR_BYTES])
-            except EncodingError as e:
-                code, error_pc, message = ErrorCode.ILLEGAL_INSTRUCTION, pc, str(e)
-                note(f"{pc:5d}: <undecodable> -> {code.name}: {message}")
-                break
-            text = disassemble_one(instr) if trace else instr.name
-            executor = EXECUTORS.get(instr.name)
-            if executor is None:            # HALT or SYNC: sequencer only, no data
-                footprint = None
-            else:
+        pc, trapped = 0, False
+        while pc < n:
+            instr = decoded.get(pc)
+            if instr is None:
                 try:
-                    footprint = executor(state, instr.values)
-                except Trap as t:
-                    code, error_pc, message = t.code, pc, str(t)
-                    note(f"{pc:5d}: {text} -> {code.name}: {message}")
-                    instrs.append(instr)
+                    instr = decoded[pc] = decode(imem[pc * INSTR_BYTES:(pc + 1) * INSTR_BYTES])
+                except EncodingError as e:
+                    code, error_pc, message = ErrorCode.ILLEGAL_INSTRUCTION, pc, str(e)
+                    note(f"{pc:5d}: <undecodable> -> {code.name}: {message}")
                     break
+            values = instr.values
+            if loops.active and instr.name != "LOOP":
+                values = effective_values(instr.defn, values, loops.offsets, self.config)
+            shown = instr if values is instr.values else _Effective(instr, values, loops.iterations())
+            text = (disassemble_one(shown) if shown is instr else str(shown)) if trace else instr.name
+            executor = EXECUTORS.get(instr.name)
+            footprint = None                # HALT, SYNC and LOOP: sequencer only, no data
+            try:
+                if instr.name == "LOOP":
+                    why = loops.illegal(pc, values)
+                    if why is not None:
+                        raise Trap(ErrorCode.ILLEGAL_INSTRUCTION, why)
+                elif executor is not None:
+                    footprint = executor(state, values)
+            except Trap as t:
+                code, error_pc, message, trapped = t.code, pc, str(t), True
+                note(f"{pc:5d}: {text} -> {code.name}: {message}")
+                instrs.append(instr)
+                break
             note(f"{pc:5d}: {text}")
+            positions.append(len(instrs))
             instrs.append(instr)
-            executed.append((pc, instr, footprint))
+            executed.append((pc, shown, footprint))
             if instr.name == "HALT":
                 code, error_pc, message = ErrorCode.NONE, None, ""
                 break
+            pc = loops.enter(pc, values) if instr.name == "LOOP" else loops.advance(pc)
         if code == ErrorCode.PC_OVERFLOW:
             note(f"{n:5d}: PC_OVERFLOW: {message}")
 
-        stop_pc = len(executed) - 1 if code == ErrorCode.NONE else error_pc
+        stop_pc = pc if code == ErrorCode.NONE else error_pc
         result = IsaResult(state.final_memory(), None, {}, code, error_pc, len(executed), message,
                            stop_pc, log, state=state)
         if timing or self.check_hazards:
-            self._add_timing(result, instrs, executed, n)
+            # A trapping instruction is the last one reached; an undecodable word or
+            # PC_OVERFLOW ends the stream by itself.
+            stop_at = len(instrs) - 1 if trapped else None
+            self._add_timing(result, instrs, executed, positions, n, stop_at)
         return result
 
     # -- helpers -------------------------------------------------------------------------
@@ -213,29 +238,26 @@ class IsaSim:
         return None
 
     def _add_timing(self, result: IsaResult, instrs: list[Instruction],
-                    executed: list[tuple[int, Instruction, Footprint | None]], prog_len: int,
-                    boot_error: bool = False) -> None:
+                    executed: list[tuple[int, object, Footprint | None]], positions: list[int],
+                    prog_len: int, stop_at: int | None = None, boot_error: bool = False) -> None:
         """Fill cycles/busy (and hazards) from the timing model.
 
-        ``instrs`` are the instructions reached, the failing one included; an undecodable
-        word or PC_OVERFLOW stops the model at ``len(instrs)`` by itself.
+        ``instrs`` are the instructions reached in issue order, a failing one included (at
+        ``stop_at``); an undecodable word or PC_OVERFLOW stops the model at ``len(instrs)``
+        by itself.  ``positions[k]``: index in ``instrs`` of ``executed[k]``.
         """
         model = self._timing_model()
         if model is None:
             if self.check_hazards:
                 raise RuntimeError("check_hazards needs the timing model sim/npu_timing.py")
             return
-        stop_at = result.error_pc if result.error_code != ErrorCode.NONE else None
-        if stop_at is not None and stop_at >= len(instrs):
-            stop_at = None
-        t = model.run(instrs, stop_at=stop_at, prog_len=prog_len, boot_error=boot_error)
+        t = model.run_issued(instrs, stop_at=stop_at, prog_len=prog_len, boot_error=boot_error)
         result.timing = t
         result.cycles = int(t.total_cycles)
         result.busy = dict(t.busy)
         if self.check_hazards:
             # The model's busy intervals are inclusive [start, end]; the checker's half-open.
-            intervals = [(t.per_instruction[pc].start, t.per_instruction[pc].end + 1)
-                         for pc, _, _ in executed]
+            intervals = [(t.per_instruction[k].start, t.per_instruction[k].end + 1) for k in positions]
             result.hazards = find_hazards(executed, intervals)
 
     def _timing_model(self):
@@ -248,6 +270,20 @@ class IsaSim:
                 raise
             return None
         return TimingModel(self.config)
+
+
+class _Effective:
+    """An instruction with its effective (loop-offset) field values, for traces and hazard
+    reports; unlike :class:`Instruction` its values may lie outside the field ranges."""
+
+    def __init__(self, instr: Instruction, values: dict, iterations: tuple[int, ...]):
+        self.instr, self.values, self.iterations = instr, values, iterations
+
+    def __str__(self) -> str:
+        shown = Instruction.__new__(Instruction)       # no range check: values are effective
+        shown.name, shown.values = self.instr.name, self.values
+        loops = ",".join(str(i) for i in self.iterations)
+        return f"{disassemble_one(shown)}  # iteration {loops}"
 
 
 def run_program(program: Program, inputs: dict[str, np.ndarray], **run_options) -> tuple[dict, IsaResult]:

@@ -9,7 +9,8 @@ instructions that overlap in time.
 
 Conventions where the ISA text leaves room (the RTL must match; see sim/isa_sim.py):
 
-* Address arithmetic is exact (unbounded integers), never modulo a field width.
+* Address arithmetic is exact (unbounded integers), never modulo a field width; inside LOOPs
+  the fields are effective addresses (sim/isa_sim.py), and a negative one is out of range.
 * Error priority within one instruction: ILLEGAL_INSTRUCTION, DMA_MISALIGNED,
   DMA_OUT_OF_RANGE, SRAM_OVERFLOW.
 * SRAM_OVERFLOW concerns rows actually touched: a transfer of zero words, a MATMUL with
@@ -118,9 +119,9 @@ def _check_dma(state: NpuState, v: dict) -> tuple[int, int, int, int]:
     last = 0
     if len0 and len1 and len2:
         last = ext_addr + (len2 - 1) * s2 + (len1 - 1) * s1 + len0 * bus
-        if last > state.config.ext_mem_bytes:
+        if ext_addr < 0 or last > state.config.ext_mem_bytes:    # strides are >= 0
             raise Trap(ErrorCode.DMA_OUT_OF_RANGE,
-                       f"external bytes up to {last - 1:#x} outside memory of "
+                       f"external bytes {ext_addr:#x} .. {last - 1:#x} outside memory of "
                        f"{state.config.ext_mem_bytes:#x} bytes")
     return len0, len1, len2, last
 
@@ -141,9 +142,9 @@ def _sram_or_illegal(v: dict) -> Sram:
 
 
 def _check_rows(name: str, lo: int, count: int, rows: int) -> None:
-    if count and lo + count > rows:
+    if count and (lo < 0 or lo + count > rows):
         raise Trap(ErrorCode.SRAM_OVERFLOW,
-                   f"{name} rows {lo}..{lo + count - 1} past the end ({rows} rows)")
+                   f"{name} rows {lo}..{lo + count - 1} outside 0..{rows - 1}")
 
 
 def exec_dma_load(state: NpuState, v: dict) -> Footprint:
@@ -212,8 +213,8 @@ def exec_matmul(state: NpuState, v: dict) -> Footprint:
     a_addr, as0, as1 = v["a_addr"], v["a_stride0"], v["a_stride1"]
     if n:
         a_last = a_addr + (n1 - 1) * as1 + (n0 - 1) * as0
-        if a_last >= cfg.asram_rows:
-            raise Trap(ErrorCode.SRAM_OVERFLOW, f"ASRAM row {a_last} past the end ({cfg.asram_rows} rows)")
+        if a_addr < 0 or a_last >= cfg.asram_rows:
+            raise Trap(ErrorCode.SRAM_OVERFLOW, f"ASRAM rows {a_addr} .. {a_last} outside 0 .. {cfg.asram_rows - 1}")
     _check_rows(ACC, acc_addr, n, cfg.acc_rows)
     a_rows = (a_addr + np.arange(n1, dtype=np.int64)[:, None] * as1
               + np.arange(n0, dtype=np.int64)[None, :] * as0).ravel()
@@ -260,3 +261,16 @@ EXECUTORS = {
     "MATMUL": exec_matmul,
     "ACT": exec_act,
 }
+
+
+def _vector_executor(name: str):
+    """VRESCALE, VALU and VPOOL live in sim/isa_vpu.py, which imports this module: look them
+    up when first executed."""
+    def execute(state: NpuState, v: dict) -> Footprint:
+        from sim.isa_vpu import EXECUTORS as vector
+        return vector[name](state, v)
+    execute.__name__ = f"exec_{name.lower()}"
+    return execute
+
+
+EXECUTORS.update({name: _vector_executor(name) for name in ("VRESCALE", "VALU", "VPOOL")})

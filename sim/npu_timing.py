@@ -15,12 +15,22 @@ Fetch and issue (sequencer, in order)
     *idle*.  SYNC needs only the wait mask.  HALT, a failing instruction (``stop_at``), or
     running off the end of the list stops the NPU at the first cycle, at or after it entered
     IR, in which every unit is idle; total cycles = that cycle + 1.
+Loops
+    "Instruction k+1" is the next one in issue order: the program with its loops unrolled.
+    A LOOP is an instruction of that stream like SYNC (it needs only its wait mask and
+    takes one issue cycle), once per execution of the LOOP (an inner LOOP once per outer
+    iteration), whether its count is 0 or not.  Going back from the last instruction of a
+    body to the first costs nothing: the first instruction of the next iteration enters IR
+    the cycle after the last one of the body issues, exactly as straight-line code.  An
+    illegal LOOP stops the NPU like a failing instruction.
 Units (command issued at cycle c; a unit is busy on cycles ``start .. end``)
     DMA_LOAD:  ``S = len2*(len1+pad_b1+pad_a1)*(len0+pad_b0+pad_a0)``; busy c+1 .. c+S+L.
     DMA_STORE: ``N = len0*len1*len2``; busy c+1 .. c+N+1.
     MATMUL:    ``N = n0*n1``; front end from s = c+1, ready again at s + max(N, R) - 1 (so the
                next MATMUL can stream back to back); busy s .. s+N+R+1.
-    ACT:       busy c+1 .. c+count+5.
+    ACT, VRESCALE, VALU, VPOOL: busy c+1 .. c+B with B = 1 + K + (N-1)*P + E*R + W
+               (isa/vector.py: K parameter rows, N output vectors of P cycles each, E window
+               elements of R rows read, W rows written); ACT: B = count + 5.
     DMA and VPU are ready only when idle.  An instruction that moves no data (S, N or
     count == 0) never makes its unit busy; its interval is empty (start = c+1, end = c).
 
@@ -33,6 +43,9 @@ from typing import NamedTuple
 
 from isa.config import NpuConfig
 from isa.instructions import INSTR_BYTES, Unit
+from isa.vector import schedule
+
+from sim.isa_loops import LoopStack
 
 UNITS = ("DMA", "MXU", "VPU")
 
@@ -60,7 +73,11 @@ class Timing:
     run_start : int
         First cycle of RUN (after boot).
     stop_index : int
-        Index of the instruction the NPU stopped at.
+        Position in issue order of the instruction the NPU stopped at (its index in a
+        program without LOOP).
+    pcs : list
+        Index in the program of every ``per_instruction`` entry (from :meth:`TimingModel.run`;
+        None entries from :meth:`TimingModel.run_issued`).
     """
 
     total_cycles: int
@@ -68,6 +85,7 @@ class Timing:
     per_instruction: list = field(default_factory=list)
     run_start: int = 0
     stop_index: int = 0
+    pcs: list = field(default_factory=list)
 
 
 class _Intervals:
@@ -115,31 +133,45 @@ class TimingModel:
         if instr.name == "DMA_STORE":
             words = v["len0"] * v["len1"] * v["len2"]
             return words + 1 if words else 0
-        if instr.name == "ACT":
-            return v["count"] + 5 if v["count"] else 0
+        if instr.defn.unit is Unit.VPU:
+            return schedule(instr.name, v).busy        # ACT: count + 5 (isa/vector.py)
         raise ValueError(f"{instr.name} has no fixed duration")
 
     def run(self, instructions, stop_at: int | None = None, prog_len: int | None = None,
             boot_error: bool = False) -> Timing:
-        """Time a run.
+        """Time a run of a program, following its LOOPs.
 
         Parameters
         ----------
         instructions : list of isa.Instruction
-            The instructions in program order, at least up to the one the NPU stops at.
+            The program in index order, at least up to where the NPU stops.
         stop_at : int, optional
-            Index of an instruction that stops the NPU with an error.  Without it the NPU
-            stops at the first HALT, or at index ``len(instructions)`` (running off the end,
-            or a word that does not decode).
+            Position in issue order (the program with its loops unrolled, LOOPs included;
+            for a program without LOOP, the index) of an instruction that stops the NPU
+            with an error.  Without it the NPU stops at the first HALT, at an illegal LOOP,
+            or on reaching index ``len(instructions)`` (running off the end, or a word that
+            does not decode).
         prog_len : int, optional
             Instructions booted (PROG_LEN); default ``len(instructions)``.
         boot_error : bool
             The boot checks failed: the NPU stops before booting.
         """
+        prog_len = len(instructions) if prog_len is None else prog_len
+        return self._run(_issue_order(instructions, prog_len), stop_at, prog_len, boot_error)
+
+    def run_issued(self, issued, stop_at: int | None = None, prog_len: int | None = None,
+                   boot_error: bool = False) -> Timing:
+        """Time a run given the instructions reached in issue order (what the ISA simulator
+        executed: every iteration's instructions, every LOOP executed), ``stop_at`` being a
+        position in that list; the NPU stops there, at a HALT, or at the end of the list."""
+        prog_len = len(issued) if prog_len is None else prog_len
+        return self._run(((None, instr, False) for instr in issued), stop_at, prog_len, boot_error)
+
+    def _run(self, stream, stop_at, prog_len: int, boot_error: bool) -> Timing:
+        """Time the (pc, instruction, stops) items of ``stream`` in issue order."""
         cfg = self.config
         if boot_error:
             return Timing(0, {u: 0 for u in UNITS})
-        prog_len = len(instructions) if prog_len is None else prog_len
         rows = cfg.array_rows
         run_start = self.boot_cycles(prog_len)
 
@@ -147,20 +179,23 @@ class TimingModel:
         ready_from = {u: 0 for u in UNITS}     # first cycle the unit takes a command
         busy = {u: _Intervals() for u in UNITS}
         per_instr: list[InstrTiming] = []
+        pcs: list = []
         in_ir = run_start + 2
         index = 0
         while True:
-            stopping = index == stop_at or index >= len(instructions)
-            instr = None if stopping else instructions[index]
+            pc, instr, fails = next(stream, (None, None, True))
+            stopping = fails or index == stop_at
             if stopping or instr.name == "HALT":
                 stop = max([in_ir] + list(idle_from.values()))
                 per_instr.append(InstrTiming(stop, stop, stop))
+                pcs.append(pc)
                 return Timing(stop + 1, {u: busy[u].close() for u in UNITS}, per_instr,
-                              run_start, index)
+                              run_start, index, pcs)
+            pcs.append(pc)
             waits = [u.name for u in Unit if u is not Unit.SEQ and instr.values["wait"] >> u.value & 1]
             issue = max([in_ir] + [idle_from[u] for u in waits])
             unit = instr.defn.unit
-            if unit is Unit.SEQ:                       # SYNC
+            if unit is Unit.SEQ:                       # SYNC, LOOP
                 per_instr.append(InstrTiming(issue, issue, issue))
             else:
                 name = unit.name
@@ -182,3 +217,20 @@ class TimingModel:
                 per_instr.append(InstrTiming(issue, start, end))
             in_ir = issue + 1
             index += 1
+
+
+def _issue_order(instructions, prog_len: int):
+    """(pc, instruction, stops) in issue order, following the LOOPs (sim/isa_loops.py) up to
+    a HALT, an illegal LOOP (``stops``) or the end of ``instructions``."""
+    loops = LoopStack(prog_len)
+    pc = 0
+    while pc < len(instructions):
+        instr = instructions[pc]
+        is_loop = instr.name == "LOOP"
+        if is_loop and loops.illegal(pc, instr.values) is not None:
+            yield pc, instr, True
+            return
+        yield pc, instr, False
+        if instr.name == "HALT":
+            return
+        pc = loops.enter(pc, instr.values) if is_loop else loops.advance(pc)

@@ -3,8 +3,13 @@ own simulator: no Verilator needed, runs in seconds.
 
 The expected error codes come from a direct Python transcription of the error rules in the
 isa/instructions.py docs, on constrained-random instructions whose fields cluster around
-the limits (so every rule is hit on both sides)."""
+the limits (so every rule is hit on both sides), inside random loop contexts: address
+offsets (the effective address of each address field, listed here by hand) and the LOOP
+nesting inputs."""
 from __future__ import annotations
+
+import os
+import sys
 
 import numpy as np
 from amaranth.sim import Simulator
@@ -15,12 +20,57 @@ from isa.instructions import BY_NAME, INSTR_BITS, INSTRUCTIONS, OPCODE_BITS, Err
 from hw.checker import InstrChecker
 from hw.decode import instr_layout
 
+sys.path.insert(0, os.path.dirname(__file__))
+import vpu_doc_rules  # noqa: E402
+
 CFG = SMALL_CONFIG
 
 
-def expected_code(cfg, name: str, v: dict) -> ErrorCode:
+# Address fields and their LOOP spaces, written out from the ISA docs (not from the table's
+# tags, which the hardware derives its offsetting from).
+ADDRESS = {
+    "DMA_LOAD": {"sram_addr": "sram", "ext_addr": "ext"},
+    "DMA_STORE": {"sram_addr": "sram", "ext_addr": "ext"},
+    "MATMUL": {"a_addr": "asram", "w_addr": "wsram", "acc_addr": "acc"},
+    "ACT": {"acc_addr": "acc", "dst_addr": "asram", "param_addr": "psram"},
+    # vector operands: the space their *_mem field names (0 ASRAM, 1 ACC, 2 PSRAM)
+    "VRESCALE": {"a_addr": "a_mem", "d_addr": "d_mem", "param_addr": "psram"},
+    "VALU": {"a_addr": "a_mem", "b_addr": "b_mem", "c_addr": "c_mem", "d_addr": "d_mem"},
+    "VPOOL": {"a_addr": "a_mem", "d_addr": "d_mem"},
+}
+NO_LOOP = dict(offsets={}, full=False, loop_end=None)
+
+
+def effective(cfg, name: str, v: dict, offsets: dict) -> dict:
+    """Fields with the loop offsets added (a DMA into PSRAM moves words_per_wide_row words per row)."""
+    out = dict(v)
+    for fname, space in ADDRESS.get(name, {}).items():
+        if space == "sram":
+            if v["sram"] > 2:
+                continue
+            space, unit = ["asram", "wsram", "psram"][v["sram"]], (cfg.words_per_wide_row if v["sram"] == 2 else 1)
+        elif space.endswith("_mem"):
+            if v[space] > 2:
+                continue
+            space, unit = ["asram", "acc", "psram"][v[space]], 1
+        else:
+            unit = 1
+        out[fname] = v[fname] + unit * offsets.get(space, 0)
+    return out
+
+
+def expected_code(cfg, name: str, v: dict, pc=0, prog_len=1, offsets=None, full=False, loop_end=None) -> ErrorCode:
     bus = cfg.bus_bytes
     E = ErrorCode
+    v = effective(cfg, name, v, offsets or {})
+    if name == "LOOP":
+        last = pc + v["body"]
+        end = prog_len if loop_end is None else loop_end
+        if v["body"] == 0 or last >= prog_len or full or last >= end:
+            return E.ILLEGAL_INSTRUCTION
+        return E.NONE
+    if name in ("VRESCALE", "VALU", "VPOOL"):
+        return vpu_doc_rules.expected_code(cfg, name, v)
     if name in ("DMA_LOAD", "DMA_STORE"):
         if (name == "DMA_LOAD" and v["sram"] > max(Sram)) or (name == "DMA_STORE" and v["sram"] != Sram.ASRAM):
             return E.ILLEGAL_INSTRUCTION
@@ -28,26 +78,27 @@ def expected_code(cfg, name: str, v: dict) -> ErrorCode:
             return E.DMA_MISALIGNED
         if v["len0"] and v["len1"] and v["len2"]:
             last = v["ext_addr"] + (v["len2"] - 1) * v["stride2"] + (v["len1"] - 1) * v["stride1"] + v["len0"] * bus
-            if last > cfg.ext_mem_bytes:
+            if v["ext_addr"] < 0 or last > cfg.ext_mem_bytes:
                 return E.DMA_OUT_OF_RANGE
         if name == "DMA_LOAD":
             words = (v["len2"] * (v["len1"] + v["pad_b1"] + v["pad_a1"]) * (v["len0"] + v["pad_b0"] + v["pad_a0"]))
         else:
             words = v["len0"] * v["len1"] * v["len2"]
         depth = {0: cfg.asram_rows, 1: cfg.wsram_rows, 2: cfg.psram_rows * cfg.words_per_wide_row}[v["sram"]]
-        if words and v["sram_addr"] + words > depth:
+        if words and not 0 <= v["sram_addr"] <= depth - words:
             return E.SRAM_OVERFLOW
     elif name == "MATMUL":
         n = v["n0"] * v["n1"]
-        if v["w_addr"] + cfg.array_rows > cfg.wsram_rows:
+        if not 0 <= v["w_addr"] <= cfg.wsram_rows - cfg.array_rows:
             return E.SRAM_OVERFLOW
-        if n and (v["a_addr"] + (v["n1"] - 1) * v["a_stride1"] + (v["n0"] - 1) * v["a_stride0"] >= cfg.asram_rows
-                  or v["acc_addr"] + n > cfg.acc_rows):
+        a_last = v["a_addr"] + (v["n1"] - 1) * v["a_stride1"] + (v["n0"] - 1) * v["a_stride0"]
+        if n and (v["a_addr"] < 0 or a_last >= cfg.asram_rows or not 0 <= v["acc_addr"] <= cfg.acc_rows - n):
             return E.SRAM_OVERFLOW
     elif name == "ACT":
-        if v["param_addr"] + 3 > cfg.psram_rows:
+        if not 0 <= v["param_addr"] <= cfg.psram_rows - 3:
             return E.SRAM_OVERFLOW
-        if v["count"] and (v["acc_addr"] + v["count"] > cfg.acc_rows or v["dst_addr"] + v["count"] > cfg.asram_rows):
+        c = v["count"]
+        if c and not (0 <= v["acc_addr"] <= cfg.acc_rows - c and 0 <= v["dst_addr"] <= cfg.asram_rows - c):
             return E.SRAM_OVERFLOW
     return E.NONE
 
@@ -66,7 +117,7 @@ def random_instruction(rng, cfg):
               "sram_addr": cfg.asram_rows, "len0": 64, "len1": 16, "len2": 8, "a_addr": cfg.asram_rows,
               "a_stride0": 64, "a_stride1": 128, "n0": 32, "n1": 8, "w_addr": cfg.wsram_rows,
               "acc_addr": cfg.acc_rows, "count": cfg.acc_rows, "dst_addr": cfg.asram_rows,
-              "param_addr": cfg.psram_rows}
+              "param_addr": cfg.psram_rows, "body": 8}
     values = {}
     for f in defn.fields:
         if f.name == "sram":
@@ -79,22 +130,49 @@ def random_instruction(rng, cfg):
     return make(defn.name, **values)
 
 
+def random_context(rng, cfg):
+    """Loop offsets (none half the time, else around the memory sizes, either sign), and the
+    LOOP nesting inputs: (pc, prog_len, context) with context as for expected_code."""
+    prog_len = int(rng.integers(1, 30))
+    pc = int(rng.integers(0, prog_len))
+    if rng.random() < 0.5:
+        return pc, prog_len, NO_LOOP
+    sizes = {"ext": cfg.ext_mem_bytes, "asram": cfg.asram_rows, "wsram": cfg.wsram_rows,
+             "acc": cfg.acc_rows, "psram": cfg.psram_rows}
+    offsets = {}
+    for space, size in sizes.items():
+        pick = int(rng.integers(0, 5))
+        value = [0, int(rng.integers(1, 9)), size // 2, size, 70000 * size][pick]
+        offsets[space] = value * int(rng.choice([-1, 1]))
+    offsets["ext"] -= offsets["ext"] % cfg.bus_bytes if rng.random() < 0.8 else 0
+    return pc, prog_len, dict(offsets=offsets, full=bool(rng.random() < 0.2),
+                              loop_end=int(rng.integers(0, prog_len + 1)))
+
+
 def simulate(cases):
-    """Run the checker on (word, pc, prog_len) cases; returns the codes."""
+    """Run the checker on (word, pc, prog_len[, context]) cases; returns the codes (and the
+    effective words, when contexts are given)."""
     dut = InstrChecker(CFG)
-    out = []
+    out, words, oks = [], [], []
 
     async def bench(ctx):
-        for word, pc, prog_len in cases:
+        for word, pc, prog_len, *context in cases:
+            c = context[0] if context else NO_LOOP
             ctx.set(dut.word, word)
             ctx.set(dut.pc, pc)
             ctx.set(dut.prog_len, prog_len)
+            for space in ("ext", "asram", "wsram", "acc", "psram"):
+                ctx.set(dut.offsets[space], c["offsets"].get(space, 0))
+            ctx.set(dut.loop_full, c["full"])
+            ctx.set(dut.loop_end, prog_len if c["loop_end"] is None else c["loop_end"])
             out.append(ErrorCode(ctx.get(dut.code)))
+            words.append(ctx.get(dut.word_eff))
+            oks.append(ctx.get(dut.loop_ok))
 
     sim = Simulator(dut)
     sim.add_testbench(bench)
     sim.run()
-    return out
+    return (out, words, oks) if cases and len(cases[0]) > 3 else out
 
 
 def test_checker_random_instructions():
@@ -107,6 +185,40 @@ def test_checker_random_instructions():
     hits = {e for e in expected}
     assert {ErrorCode.NONE, ErrorCode.ILLEGAL_INSTRUCTION, ErrorCode.DMA_MISALIGNED,
             ErrorCode.DMA_OUT_OF_RANGE, ErrorCode.SRAM_OVERFLOW} <= hits
+
+
+def test_checker_inside_loops():
+    """Effective addresses (either sign, past the field widths) and LOOP legality; the
+    effective word of every passing instruction carries the effective addresses."""
+    rng = np.random.default_rng(2)
+    cases, instrs = [], []
+    for _ in range(1500):
+        instr = random_instruction(rng, CFG)
+        pc, prog_len, context = random_context(rng, CFG)
+        cases.append((encode_int(instr), pc, prog_len, context))
+        instrs.append(instr)
+    codes, words, oks = simulate(cases)
+    bad, hits = [], set()
+    for instr, (_, pc, prog_len, context), code, word, ok in zip(instrs, cases, codes, words, oks):
+        want = expected_code(CFG, instr.name, instr.values, pc, prog_len, **context)
+        assert ok == (instr.name == "LOOP" and want == ErrorCode.NONE), (instr, context)
+        hits.add((instr.name, want))
+        if code != want:
+            bad.append((instr, pc, prog_len, context, code, want))
+        elif want == ErrorCode.NONE:
+            eff = effective(CFG, instr.name, instr.values, context["offsets"])
+            view = instr_layout(instr.name).from_bits(word)
+            got = {f.name: int(view[f.name]) for f, _ in instr.defn.layout()}
+            # an address no word is moved to or from may lie outside its field: it is cut
+            want = {f.name: eff[f.name] % (1 << f.width) if f.name in ADDRESS.get(instr.name, {})
+                    else eff[f.name] for f, _ in instr.defn.layout()}
+            assert got == want, (instr, context)
+    assert not bad, f"{len(bad)} mismatches, first: {bad[0]}"
+    for name in ("DMA_LOAD", "DMA_STORE", "MATMUL", "ACT", "LOOP"):
+        assert (name, ErrorCode.NONE) in hits
+    for name, code in (("LOOP", ErrorCode.ILLEGAL_INSTRUCTION), ("DMA_LOAD", ErrorCode.DMA_OUT_OF_RANGE),
+                       ("MATMUL", ErrorCode.SRAM_OVERFLOW), ("ACT", ErrorCode.SRAM_OVERFLOW)):
+        assert (name, code) in hits
 
 
 def test_checker_decode_errors_and_pc():

@@ -150,3 +150,39 @@ def test_config_validation():
         type(DEFAULT_CONFIG)(acc_rows=0)
     assert type(DEFAULT_CONFIG).from_dict(DEFAULT_CONFIG.to_dict()) == DEFAULT_CONFIG
     assert sum(DEFAULT_CONFIG.sram_bytes.values()) <= 512 * 1024
+
+
+def test_loop_assembles_and_round_trips():
+    prog = assemble("""
+        LOOP count=3 body=2 inc_ext=-0x40 inc_asram=-1 inc_wsram=16 inc_acc=-32768 inc_psram=2047 wait=DMA
+        SYNC
+        HALT
+    """)
+    loop = prog[0]
+    assert (loop.count, loop.body, loop.inc_ext, loop.inc_asram, loop.inc_acc, loop.inc_psram, loop.wait) == \
+        (3, 2, -64, -1, -32768, 2047, 1)
+    assert decode(encode(loop)) == loop
+    assert encode_program(assemble(disassemble(prog))) == encode_program(prog)
+    with pytest.raises(EncodingError, match="does not fit"):
+        make("LOOP", inc_psram=2048)
+    with pytest.raises(EncodingError, match="does not fit"):
+        make("LOOP", body=1 << 12)
+
+
+def test_address_fields_are_tagged():
+    """Every address field names its LOOP space; a DMA's follows its `sram` field, in bus
+    words; LOOP has one increment per space."""
+    from isa.instructions import LOOP_DEPTH, Space, address_fields, field_space, loop_increments, offset_unit
+
+    for defn in INSTRUCTIONS:
+        tagged = {f.name for f in address_fields(defn)}
+        named = {f.name for f in defn.fields if f.name.endswith("_addr")}
+        assert tagged == named, defn.name
+    dma = BY_NAME["DMA_LOAD"]
+    sram_addr = next(f for f in dma.fields if f.name == "sram_addr")
+    assert [field_space(dma, sram_addr, {"sram": s}) for s in range(4)] == \
+        [Space.ASRAM, Space.WSRAM, Space.PSRAM, None]
+    assert offset_unit(sram_addr, Space.PSRAM, DEFAULT_CONFIG) == DEFAULT_CONFIG.words_per_wide_row
+    assert offset_unit(sram_addr, Space.ASRAM, DEFAULT_CONFIG) == 1
+    assert sorted(loop_increments()) == sorted(Space) and LOOP_DEPTH == 4
+    assert BY_NAME["LOOP"].opcode == 3 and BY_NAME["LOOP"].unit.name == "SEQ"

@@ -581,6 +581,8 @@ class FixedTiming:
         per = [SimpleNamespace(issue=s - 1, start=s, end=e - 1) for s, e in iv]
         return SimpleNamespace(total_cycles=max(e for _, e in iv), busy={"DMA": 1}, per_instruction=per)
 
+    run_issued = run         # the stand-in's programs have no LOOP: issue order is index order
+
 
 HAZARD_PROGRAM = "\n".join([
     dma(ext_addr=DATA, len0=4),                                     # 0: writes ASRAM 0..3

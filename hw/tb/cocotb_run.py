@@ -85,6 +85,7 @@ async def run_program(dut):
     for reg in REGISTERS:
         if "r" in reg.access:
             values[reg.name] = await csr_read(dut, reg.name)
-    result = {"registers": values, "irq": irq, "wall_seconds": wall}
+    result = {"registers": values, "irq": irq, "wall_seconds": wall,
+              "written_words": int(dut.written_words.value)}
     with open(os.environ["NPU_RESULT"], "w") as f:
         json.dump(result, f)

@@ -9,6 +9,8 @@
 //   +MEM_OUT=<file>   $writememh of words 0 .. n-1 when the NPU stops; then `dumped` rises
 //   +SRAM_DUMP=<pfx>  also dump the scratchpads to <pfx>{asram,wsram,acc,psram}.hex (tests);
 //                     this names the memories of hw/top.py (Amaranth keeps their names)
+// `written_words` is one past the highest word the NPU wrote (0: none), so the harness
+// returns memory up to the last byte written, like the ISA simulator.
 module tb_top #(
     parameter int BUS_BYTES = 16,
     parameter int ADDR_BITS = 32,
@@ -24,7 +26,8 @@ module tb_top #(
     output logic [31:0]              csr_r_data /*verilator public_flat_rw*/,
     output logic                     irq        /*verilator public_flat_rw*/,
     output logic                     stopped    /*verilator public_flat_rw*/,
-    output logic                     dumped     /*verilator public_flat_rw*/
+    output logic                     dumped     /*verilator public_flat_rw*/,
+    output logic [ADDR_BITS-1:0]     written_words /*verilator public_flat_rw*/
 );
     localparam int BW = 8 * BUS_BYTES;
     localparam int SH = $clog2(BUS_BYTES);
@@ -51,6 +54,7 @@ module tb_top #(
 
     initial begin
         dumped = 1'b0;
+        written_words = '0;
         for (int i = 0; i < LATENCY; i++) valid_pipe[i] = 1'b0;
         if (!$value$plusargs("MEM_WORDS=%d", nwords)) nwords = 0;
         if (!$value$plusargs("MEM_OUT=%s", mem_out)) mem_out = "";
@@ -62,7 +66,10 @@ module tb_top #(
     wire [ADDR_BITS-SH-1:0] word = req_addr[ADDR_BITS-1:SH];
 
     always_ff @(posedge clk) begin
-        if (req_valid && req_we) mem[word] <= req_wdata;
+        if (req_valid && req_we) begin
+            mem[word] <= req_wdata;
+            if ({{SH{1'b0}}, word} >= written_words) written_words <= {{SH{1'b0}}, word} + 1'b1;
+        end
         valid_pipe[0] <= req_valid && !req_we;
         rdata_pipe[0] <= mem[word];
         for (int i = 1; i < LATENCY; i++) begin

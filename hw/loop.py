@@ -1,0 +1,185 @@
+"""Hardware loops: the sequencer's loop stack and the address offsets it applies (LOOP in
+isa/instructions.py).
+
+The loop stack lives in the fetch stage, so the fetch address already follows the loops and
+going back from the last instruction of a body to its first costs no cycle:
+
+* ``q`` is the default next fetch address (one past the last fetched instruction).  Level
+  ``d`` is *at its end* when ``q`` equals its exclusive end.  The highest level at its end
+  with iterations left loops back: the fetch address is its start, its iteration counter
+  and offsets advance, and the levels above it (inner bodies ending at the same
+  instruction, on their last iteration) end.  Otherwise every level at its end ends and the
+  fetch goes on at ``q``.  All of this happens when the fetch address is used (``advance``).
+* A legal LOOP leaving the fetch stage (``enter``) pushes a level (count > 0) whose body
+  starts at the next fetch; with count == 0 the fetch skips the body instead: ``q`` becomes
+  one past its last instruction, with the enclosing levels handled as above in the same
+  cycle.
+* ``offsets`` (per space: the sum over the active levels of iteration * increment) are
+  registers updated with the stack: a loop-back adds the level's increments; when levels
+  end, the offsets return to what they were when the outermost of them started.  An
+  instruction is in the fetch stage the cycle after its fetch, before the next fetch
+  changes the stack, so ``offsets`` are exactly its own there.
+
+:func:`effective_fields` adds the offsets to an instruction's address fields, as the
+``space`` tags of the ISA table say (nothing here names a field).
+"""
+from __future__ import annotations
+
+from amaranth import Cat, Module, Mux, Signal, signed, unsigned
+from amaranth.lib import data, wiring
+from amaranth.lib.memory import Memory
+from amaranth.lib.wiring import In, Out
+from amaranth.utils import ceil_log2
+
+from isa.config import NpuConfig
+from isa.instructions import (
+    BY_NAME, LOOP_DEPTH, Space, address_fields, loop_increments, offset_unit, space_choices,
+)
+
+
+def offset_bits(space: Space) -> int:
+    """Width of a signed offset sum: iteration (< 2**count_bits) times increment, over
+    LOOP_DEPTH levels."""
+    count_bits = next(f.width for f in BY_NAME["LOOP"].fields if f.name == "count")
+    return count_bits + loop_increments()[space].width + ceil_log2(LOOP_DEPTH)
+
+
+def offsets_layout() -> data.StructLayout:
+    return data.StructLayout({s.name.lower(): signed(offset_bits(s)) for s in Space})
+
+
+def effective_fields(defn, view, offsets, config: NpuConfig) -> dict:
+    """Exact (wide, signed) effective value of every address field of instruction ``defn``
+    seen through ``view``, given ``offsets`` (a view of :func:`offsets_layout`)."""
+    out = {}
+    for f in address_fields(defn):
+        off = 0
+        for value, space in space_choices(defn, f).items():
+            unit = offset_unit(f, space, config)
+            scaled = offsets[space.name.lower()] * unit if unit != 1 else offsets[space.name.lower()]
+            off = scaled if value is None else Mux(view[f.space] == value, scaled, off)
+        out[f.name] = view[f.name] + off
+    return out
+
+
+class LoopStack(wiring.Component):
+    """The loop stack and fetch address of the sequencer (module docstring).
+
+    ``advance``: the fetch uses ``addr`` this cycle.  ``enter``: a legal LOOP (fields
+    ``count``, ``body``, increments in ``loop``; index ``loop_pc``) leaves the fetch stage this
+    cycle (the sequencer fetches in the same cycle).  ``restart``: forget every loop and
+    fetch from 0 next.  ``full``: LOOP_DEPTH loops are active; ``active``: at least one;
+    ``end``: one past the last instruction of the innermost active body.
+
+    Per level, registers hold what is looked at every cycle (active, end of body,
+    iterations left); a small memory holds the rest (first instruction, increments, and the
+    offsets when the loop started, ``base``), written on push and read on loop-back.  The
+    offsets are registers too: a loop-back adds the level's increments; when levels end,
+    the offsets return to the ``base`` of the outermost one that ends.  (Few registers and
+    little logic outside the update branches keep the model fast in Verilator.)
+    """
+
+    def __init__(self, config: NpuConfig, pc_bits: int):
+        self.config = config
+        self.pc_bits = pc_bits
+        loop = BY_NAME["LOOP"]
+        self._loop_fields = data.StructLayout({f.name: signed(f.width) if f.signed else unsigned(f.width)
+                                               for f in loop.fields})
+        super().__init__({
+            "restart": In(1),
+            "advance": In(1),
+            "enter": In(1),
+            "loop": In(self._loop_fields),
+            "loop_pc": In(pc_bits),
+            "addr": Out(pc_bits),
+            "offsets": Out(offsets_layout()),
+            "full": Out(1),
+            "active": Out(1),
+            "end": Out(pc_bits),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        pcw = self.pc_bits
+        depth = LOOP_DEPTH
+        incs = {s: f.name for s, f in loop_increments().items()}
+        count_shape = self._loop_fields["count"].shape
+        key = {s: s.name.lower() for s in Space}
+
+        frame = data.StructLayout({
+            "start": unsigned(pcw),
+            **{f"inc_{key[s]}": self._loop_fields[incs[s]].shape for s in Space},
+            **{f"base_{key[s]}": signed(offset_bits(s)) for s in Space},
+        })
+        m.submodules.frames = frames = Memory(shape=frame, depth=depth, init=[])
+        frame_w = frames.write_port()
+        back_r = frames.read_port(domain="comb")       # the level that loops back
+        end_r = frames.read_port(domain="comb")        # the outermost level that ends
+
+        seq_pc = Signal(pcw)                  # one past the last fetched instruction
+        valid = [Signal(name=f"lv{d}_valid") for d in range(depth)]
+        end = [Signal(pcw, name=f"lv{d}_end") for d in range(depth)]
+        left = [Signal(count_shape, name=f"lv{d}_left") for d in range(depth)]   # iterations after this one
+        total = {s: Signal(signed(offset_bits(s)), name=f"offset_{key[s]}") for s in Space}
+        m.d.comb += [self.offsets[key[s]].eq(total[s]) for s in Space]
+
+        innermost_end = end[0]
+        for d in range(1, depth):
+            innermost_end = Mux(valid[d], end[d], innermost_end)
+        m.d.comb += [self.end.eq(innermost_end), self.full.eq(valid[-1]), self.active.eq(valid[0])]
+
+        # Everything below matters only in a cycle that fetches: keeping it inside the
+        # branch lets Verilator skip it in the other cycles.
+        with m.If(self.advance):
+            skip = self.enter & (self.loop.count == 0)
+            q = Mux(skip, self.loop_pc + 1 + self.loop.body, seq_pc)
+            at_end = Cat(valid[d] & (end[d] == q) for d in range(depth))
+            back = Cat(at_end[d] & (left[d] != 0) for d in range(depth))   # at its end, iterations left
+            # The innermost level that can go back does; the levels inside it end, as does
+            # every level at its end when none can go back.
+            pop = Cat(at_end[d] & ((back >> d) == 0) for d in range(depth))
+            back_level = Signal(range(depth))
+            end_level = Signal(range(depth))
+            for d in range(depth):                     # last assignment wins: innermost
+                with m.If(back[d]):
+                    m.d.comb += back_level.eq(d)
+            for d in reversed(range(depth)):           # outermost level that ends
+                with m.If(pop[d]):
+                    m.d.comb += end_level.eq(d)
+            m.d.comb += [
+                back_r.addr.eq(back_level),
+                end_r.addr.eq(end_level),
+                self.addr.eq(Mux(back.any(), back_r.data.start, q)),
+            ]
+            m.d.sync += seq_pc.eq(self.addr + 1)
+            with m.If(at_end.any()):
+                for d in range(depth):
+                    with m.If(back[d] & ((back >> (d + 1)) == 0)):
+                        m.d.sync += left[d].eq(left[d] - 1)
+                    with m.Elif(pop[d]):
+                        m.d.sync += valid[d].eq(0)
+                for s in Space:
+                    restored = Mux(pop.any(), end_r.data[f"base_{key[s]}"], total[s])
+                    gone_back = restored + back_r.data[f"inc_{key[s]}"]
+                    m.d.sync += total[s].eq(Mux(back.any(), gone_back, restored))
+            with m.If(self.enter & (self.loop.count != 0)):
+                # A legal LOOP is never the last instruction of an active body: nothing ends now.
+                slot = Signal(range(depth))
+                for d in reversed(range(depth)):       # lowest free level
+                    with m.If(~valid[d]):
+                        m.d.comb += slot.eq(d)
+                m.d.comb += [
+                    frame_w.en.eq(1), frame_w.addr.eq(slot),
+                    frame_w.data.start.eq(self.loop_pc + 1),
+                ]
+                m.d.comb += [frame_w.data[f"inc_{key[s]}"].eq(self.loop[incs[s]]) for s in Space]
+                m.d.comb += [frame_w.data[f"base_{key[s]}"].eq(total[s]) for s in Space]
+                for d in range(depth):
+                    with m.If(slot == d):
+                        m.d.sync += [valid[d].eq(1), end[d].eq(self.loop_pc + 1 + self.loop.body),
+                                     left[d].eq(self.loop.count - 1)]
+        with m.If(self.restart):
+            m.d.sync += seq_pc.eq(0)
+            m.d.sync += [v.eq(0) for v in valid]
+            m.d.sync += [t.eq(0) for t in total.values()]
+        return m

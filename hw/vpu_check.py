@@ -1,0 +1,108 @@
+"""Error rules of the vector instructions VRESCALE, VALU and VPOOL, as hardware expressions
+for the instruction checker (hw/checker.py).
+
+Rules (isa/instructions.py docs): ILLEGAL_INSTRUCTION for an enum field value that names
+nothing (isa.vector.legal); else SRAM_OVERFLOW for VRESCALE's two parameter rows (always)
+and, when the instruction touches data (``n0*n1 > 0``, times ``k0*k1`` for VPOOL), for any
+operand it reads or the destination reaching past the end of its memory (or starting
+below row 0, for an effective address offset by a LOOP).  Which operands are read and how
+many rows a vector occupies come from isa/vector.py.
+"""
+from __future__ import annotations
+
+from amaranth import Cat, Mux
+
+from isa.config import NpuConfig
+from isa.instructions import BY_NAME, VecType, VecMem
+from isa.vector import (
+    PARAM_ROWS, VALU_SIGS, VALU_TYPES, VPOOL_TYPES, VRESCALE_IN_TYPES, VRESCALE_OUT_TYPES, vector_rows,
+)
+
+CHECKED = ("VRESCALE", "VALU", "VPOOL")
+
+
+def _is_any(value, options) -> object:
+    return Cat(value == int(o) for o in options).any()
+
+
+def _rows(mem, dtype) -> object:
+    """Rows per vector for a (memory, type) pair, as a small lookup."""
+    out = 0
+    for m in VecMem:
+        for t in VecType:
+            out = Mux((mem == int(m)) & (dtype == int(t)), vector_rows(m, t), out)
+    return out
+
+
+def _depth(config: NpuConfig, mem) -> object:
+    return Mux(mem == VecMem.ASRAM, config.asram_rows,
+               Mux(mem == VecMem.ACC, config.acc_rows, config.psram_rows))
+
+
+def _overflow(config, v, prefix, mem, dtype, window=False, strides=None):
+    """An operand's first row below 0 or last row past the end of its memory."""
+    s0, s1 = strides if strides is not None else (v[f"{prefix}_stride0"], v[f"{prefix}_stride1"])
+    last = (v[f"{prefix}_addr"] + (v.n1 - 1)[:16] * s1 + (v.n0 - 1)[:16] * s0 + _rows(mem, dtype) - 1)
+    if window:
+        last = last + (v.k1 - 1)[:8] * v.w_stride1 + (v.k0 - 1)[:8] * v.w_stride0
+    return (v[f"{prefix}_addr"] < 0) | (last >= _depth(config, mem))
+
+
+def vector_errors(config: NpuConfig, name: str, fields) -> tuple[object, object]:
+    """(illegal, overflow) conditions of instruction ``name`` whose field values are
+    ``fields`` (a view of the instruction word, or a dict of its effective fields)."""
+    v = _Fields(name, fields)
+    mems = [p for p in ("a", "b", "c") if f"{p}_mem" in v]
+    illegal = Cat(v[f"{p}_mem"] > max(VecMem) for p in mems).any()
+    if name == "VRESCALE":
+        illegal = illegal | ~_is_any(v.in_type, VRESCALE_IN_TYPES) | ~_is_any(v.out_type, VRESCALE_OUT_TYPES)
+        touches = (v.n0 != 0) & (v.n1 != 0)
+        data = (_overflow(config, v, "a", v.a_mem, v.in_type)
+                | _overflow(config, v, "d", v.d_mem, v.out_type))
+        params = (v.param_addr < 0) | (v.param_addr + PARAM_ROWS["VRESCALE"] > config.psram_rows)
+        return illegal, params | (touches & data)
+    if name == "VPOOL":
+        illegal = illegal | ~_is_any(v.dtype, VPOOL_TYPES)
+        touches = (v.n0 != 0) & (v.n1 != 0) & (v.k0 != 0) & (v.k1 != 0)
+        out_type = Mux(v.mode == 0, v.dtype, VecType.INT32)
+        data = (_overflow(config, v, "a", v.a_mem, v.dtype, window=True)
+                | _overflow(config, v, "d", v.d_mem, out_type))
+        return illegal, touches & data
+    if name == "VALU":
+        illegal = illegal | ~_is_any(v.op, list(VALU_SIGS)) | ~_is_any(v.dtype, VALU_TYPES)
+        touches = (v.n0 != 0) & (v.n1 != 0)
+        a_bool = [op for op, s in VALU_SIGS.items() if s.a_type is not None]
+        a_type = Mux(_is_any(v.op, a_bool), VecType.INT8, v.dtype)
+        out_type = v.dtype
+        for fixed in {s.out for s in VALU_SIGS.values() if s.out is not None}:
+            ops = [op for op, s in VALU_SIGS.items() if s.out == fixed]
+            out_type = Mux(_is_any(v.op, ops), fixed, out_type)
+        uses_b = _is_any(v.op, [op for op, s in VALU_SIGS.items() if s.arity >= 2])
+        uses_c = _is_any(v.op, [op for op, s in VALU_SIGS.items() if s.arity == 3])
+        c_strides = (Mux(v.c_fixed, 0, v.b_stride0), Mux(v.c_fixed, 0, v.b_stride1))
+        data = (_overflow(config, v, "a", v.a_mem, a_type)
+                | (uses_b & _overflow(config, v, "b", v.b_mem, v.dtype))
+                | (uses_c & _overflow(config, v, "c", v.c_mem, v.dtype, strides=c_strides))
+                | _overflow(config, v, "d", v.d_mem, out_type))
+        return illegal, touches & data
+    raise ValueError(f"{name} is not a vector instruction")
+
+
+class _Fields:
+    """Attribute and item access to the field values of instruction ``name`` held in
+    ``fields`` (a view, a dict, or anything indexable by field name)."""
+
+    def __init__(self, name: str, fields):
+        self._fields = fields
+        self._names = {f.name for f in BY_NAME[name].fields}
+
+    def __contains__(self, name: str) -> bool:
+        return name in self._names
+
+    def __getitem__(self, name: str):
+        return self._fields[name]
+
+    def __getattr__(self, name: str):
+        if name.startswith("_"):
+            raise AttributeError(name)
+        return self._fields[name]

@@ -1,0 +1,131 @@
+"""Per-lane logic of the vector unit: operand lane decoding and VALU's operations.
+
+:func:`decode_lanes` turns an operand's rows (the buffered ones and the one on the read
+port) into COLS lane values: an ASRAM vector of T is bits(T)/8 rows whose concatenated bytes
+hold the lanes little-endian; an ACC/PSRAM row holds int32 lanes read as their low bits(T)
+bits (INT48: two rows).  :func:`valu_result` is the VALU table of isa/instructions.py, one
+lane at a time, before the output type's truncation (MUL's product is formed in hw/vpu.py,
+which shares the multiplier with the scaling of ACT/VRESCALE).
+"""
+from __future__ import annotations
+
+from amaranth import Cat, Const, Mux, Signal, signed
+
+from isa.instructions import VecType, ValuOp, VecMem
+from hw.vpu_config import named
+
+A_BITS = 49          # INT48 or UINT16 values, sign included
+BC_BITS = 33
+
+
+def _asram_bytes(buf: list, port_n, size: int, first: int, count: int) -> object:
+    """Bytes ``first .. first+count-1`` of an ASRAM vector of ``size`` rows: row ``size-1``
+    is on the port, the earlier ones are in the buffer (static wiring, no muxes)."""
+    row_bytes = len(port_n) // 8
+    parts = []
+    for byte in range(first, first + count):
+        row, offset = divmod(byte, row_bytes)
+        source = port_n if row == size - 1 else buf[row]
+        parts.append(source[8 * offset:8 * offset + 8])
+    return Cat(*parts)
+
+
+def decode_lanes(m, c, k: str, buf: list, port_n, acc_data, psram_data, lanes: int) -> list:
+    """Lane values (signals) of operand ``k`` for the element whose last row is on the
+    ports now, lane 0 repeated when the operand's broadcast flag is set.
+
+    ``buf``: the buffered ASRAM rows (row s in ``buf[s]``; operand a's INT48 first wide row
+    spans ``buf[0..3]``); ``port_n``, ``acc_data``, ``psram_data``: the read ports' data.
+    """
+    asram = named(m, c[f"{k}_mem"] == VecMem.ASRAM, f"{k}_is_asram")
+    acc = named(m, c[f"{k}_mem"] == VecMem.ACC, f"{k}_is_acc")
+    dtype = c[f"{k}_dtype"]
+    is_t = {t: named(m, dtype == t, f"{k}_is_{t.name.lower()}") for t in VecType}
+    sizes = (1, 2, 4, 6) if k == "a" else (1, 2, 4)
+    width = A_BITS if k == "a" else BC_BITS
+    decoded = []
+    for n in range(lanes):
+        w = named(m, Mux(acc, acc_data.word_select(n, 32), psram_data.word_select(n, 32)), f"{k}_w{n}")
+        raw = {size: _asram_bytes(buf, port_n, size, n * size, size) for size in sizes}
+        v8 = named(m, Mux(asram, raw[1], w[:8]), f"{k}_v8_{n}")
+        v16 = named(m, Mux(asram, raw[2], w[:16]), f"{k}_v16_{n}")
+        value = Mux(is_t[VecType.UINT8], v8, v8.as_signed())
+        value = Mux(is_t[VecType.INT16], v16.as_signed(), value)
+        value = Mux(is_t[VecType.UINT16], v16, value)
+        value = Mux(is_t[VecType.INT32], Mux(asram, raw[4], w).as_signed(), value)
+        if 6 in raw:
+            w48 = Cat(Cat(*buf[:4]).word_select(n, 32), w[:16])
+            value = Mux(is_t[VecType.INT48], Mux(asram, raw[6], w48).as_signed(), value)
+        decoded.append(named(m, value, f"{k}_dec{n}", signed(width)))
+    return [named(m, Mux(c[f"{k}_bcast"], decoded[0], value), f"{k}_lane{n}", signed(width))
+            for n, value in enumerate(decoded)]
+
+
+def clz32(m, value, name: str) -> object:
+    """count_leading_zeros of a 32-bit pattern (32 for 0), by halving steps."""
+    count, x = Const(0, 6), value
+    for step in (16, 8, 4, 2, 1):
+        zero = named(m, x[32 - step:] == 0, f"{name}_z{step}")
+        count = count | Mux(zero, step, 0)
+        x = named(m, Mux(zero, x << step, x)[:32], f"{name}_x{step}")
+    return count + ~x[31]                               # all zero: 31 + 1
+
+
+def valu_result(m, c, values: dict, lanes: int) -> list:
+    """VALU's result per lane (signed, 36 bits; only its low bits(U) bits matter), for every
+    op but MUL.  Per lane one subtractor serves SUB, the comparisons and MIN/MAX, one
+    negation ABS (0 - a) and NEGATE (imm0 + imm1 - a, then clipped to T); the op selects
+    among the shared units' outputs."""
+    results = [Signal(signed(36), name=f"alu{n}") for n in range(lanes)]
+    neg_base = named(m, Mux(c.op == ValuOp.NEGATE, c.imm0 + c.imm1, 0), "neg_base", signed(17))
+    units = []
+    for n in range(lanes):
+        a = values["a"][n][:32].as_signed()
+        b = values["b"][n][:32].as_signed()
+        k = b[:5]
+        diff = named(m, a - b, f"diff{n}", signed(33))
+        lt, eq = diff[32], named(m, diff == 0, f"eq{n}")
+        nv = named(m, neg_base - a, f"neg{n}", signed(34))
+        nlo = named(m, Mux(nv < c.tlo, c.tlo, nv), f"neg_lo{n}", signed(34))
+        clo = named(m, Mux(a < c.imm0, c.imm0, a), f"clamp_lo{n}", signed(32))
+        az, bz = named(m, a != 0, f"az{n}"), named(m, b != 0, f"bz{n}")
+        units.append(dict(
+            a=a, b=b, c=values["c"][n][:32].as_signed(), k=k, diff=diff, lt=lt, eq=eq, az=az, bz=bz, nv=nv,
+            add=a + b, neg=Mux(nlo > c.thi, c.thi, nlo), clamp=Mux(clo > c.imm1, c.imm1, clo),
+            asr=(a >> k) + (c.imm0[0] & (k != 0) & a.bit_select((k - 1)[:5], 1)),
+        ))
+    with m.Switch(c.op):
+        def case(op, fn):
+            with m.Case(op):
+                for r, u in zip(results, units):
+                    m.d.comb += r.eq(fn(u))
+
+        case(ValuOp.ADD, lambda u: u["add"])
+        case(ValuOp.SUB, lambda u: u["diff"])
+        case(ValuOp.ARITHMETIC_RIGHT_SHIFT, lambda u: u["asr"])
+        case(ValuOp.LOGICAL_LEFT_SHIFT, lambda u: (u["a"] << u["k"])[:32])
+        case(ValuOp.LOGICAL_RIGHT_SHIFT, lambda u: (u["a"] & c.a_mask)[:32] >> u["k"])
+        case(ValuOp.BITWISE_AND, lambda u: u["a"] & u["b"])
+        case(ValuOp.BITWISE_OR, lambda u: u["a"] | u["b"])
+        case(ValuOp.BITWISE_XOR, lambda u: u["a"] ^ u["b"])
+        case(ValuOp.BITWISE_NOT, lambda u: ~u["a"])
+        case(ValuOp.MINIMUM, lambda u: Mux(u["lt"], u["a"], u["b"]))
+        case(ValuOp.MAXIMUM, lambda u: Mux(u["lt"], u["b"], u["a"]))
+        case(ValuOp.CLAMP, lambda u: u["clamp"])
+        case(ValuOp.EQUAL, lambda u: u["eq"])
+        case(ValuOp.GREATER, lambda u: ~u["lt"] & ~u["eq"])
+        case(ValuOp.GREATER_EQUAL, lambda u: ~u["lt"])
+        case(ValuOp.LOGICAL_AND, lambda u: u["az"] & u["bz"])
+        case(ValuOp.LOGICAL_OR, lambda u: u["az"] | u["bz"])
+        case(ValuOp.LOGICAL_XOR, lambda u: u["az"] ^ u["bz"])
+        case(ValuOp.LOGICAL_NOT, lambda u: ~u["az"])
+        case(ValuOp.SELECT, lambda u: Mux(u["az"], u["b"], u["c"]))
+        case(ValuOp.ABS, lambda u: Mux(u["a"][31], u["nv"], u["a"]))      # -a, unclipped
+        case(ValuOp.NEGATE, lambda u: u["neg"])
+        with m.Case(ValuOp.CLZ):
+            for n, (r, u) in enumerate(zip(results, units)):
+                m.d.comb += r.eq(clz32(m, u["a"], f"clz{n}"))
+        with m.Default():                           # COPY (MUL's product is taken elsewhere)
+            for r, u in zip(results, units):
+                m.d.comb += r.eq(u["a"])
+    return results

@@ -1,0 +1,192 @@
+"""Facts about the vector-unit instructions (VRESCALE, VALU, VPOOL, and ACT's schedule) that
+every implementation derives from the table in isa/instructions.py: element types, how
+many rows a vector occupies, which operands an operation reads, and the cycle schedule.
+
+The ISA simulator (sim/isa_vpu.py), the timing model (sim/npu_timing.py), the hardware
+(hw/vpu*.py) and the compiler use these functions; none of them restates a rule here.
+
+Schedule (hw/vpu.py implements it; sim/npu_timing.py counts it).  A command taken in cycle
+``c`` reads ``K`` parameter rows from ``c+1``; then output vector ``v`` (0 .. N-1) owns
+``P`` cycles from ``c+1+K+v*P``: its window elements (``E`` of them, 1 outside VPOOL) are
+read in its first ``E*R`` cycles (``R`` rows each: the most any operand it reads
+occupies; an operand with fewer rows reads them first), and its ``W`` result rows are
+written one per cycle from two cycles after its last read.  ``P = max(E*R, W)``.  The
+unit is busy from ``c+1`` through the last write, ``1 + K + (N-1)*P + E*R + W`` cycles,
+and takes its next command only when idle; a command with ``N*E == 0`` does nothing.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from isa.instructions import VecType, PoolMode, ValuOp, VecMem
+
+DTYPE_BITS = {VecType.INT8: 8, VecType.INT16: 16, VecType.INT32: 32, VecType.INT48: 48,
+              VecType.UINT8: 8, VecType.UINT16: 16}
+UNSIGNED = frozenset({VecType.UINT8, VecType.UINT16})
+# The spec's names of the types (sim/tosa_helpers.py uses them).
+TOSA_NAME = {VecType.INT8: "int8", VecType.INT16: "int16", VecType.INT32: "int32", VecType.INT48: "int48",
+             VecType.UINT8: "uint8", VecType.UINT16: "uint16"}
+
+# Legal values of the type fields of each instruction.
+VRESCALE_IN_TYPES = frozenset(VecType)
+VRESCALE_OUT_TYPES = frozenset(VecType) - {VecType.INT48}
+VALU_TYPES = frozenset({VecType.INT8, VecType.INT16, VecType.INT32})
+VPOOL_TYPES = VALU_TYPES
+
+MAX_ROWS = 6                 # an INT48 vector in ASRAM
+PARAM_ROWS = {"ACT": 3, "VRESCALE": 2}
+
+
+def dtype_range(dtype: VecType) -> tuple[int, int]:
+    """(lowest, highest) value of ``dtype``."""
+    bits = DTYPE_BITS[VecType(dtype)]
+    if dtype in UNSIGNED:
+        return 0, (1 << bits) - 1
+    return -(1 << (bits - 1)), (1 << (bits - 1)) - 1
+
+
+def vector_rows(mem: int, dtype: int) -> int:
+    """Rows one vector of ``dtype`` occupies in memory ``mem`` (a VecMem value)."""
+    if VecMem(mem) is VecMem.ASRAM:
+        return DTYPE_BITS[VecType(dtype)] // 8
+    return 2 if VecType(dtype) is VecType.INT48 else 1
+
+
+# -- VALU operations --------------------------------------------------------------------------
+@dataclass(frozen=True)
+class ValuSig:
+    """Operands an operation reads and its result type.
+
+    ``arity``: 1 reads a; 2 reads a and b; 3 reads a, b and c.  ``a_type``/``out``: None
+    means the instruction's ``dtype``, else a fixed type.
+    """
+
+    arity: int
+    a_type: VecType | None = None
+    out: VecType | None = None
+
+
+_BOOL = VecType.INT8
+VALU_SIGS: dict[ValuOp, ValuSig] = {
+    ValuOp.ADD: ValuSig(2), ValuOp.SUB: ValuSig(2), ValuOp.MUL: ValuSig(2, out=VecType.INT32),
+    ValuOp.ARITHMETIC_RIGHT_SHIFT: ValuSig(2), ValuOp.LOGICAL_LEFT_SHIFT: ValuSig(2),
+    ValuOp.LOGICAL_RIGHT_SHIFT: ValuSig(2),
+    ValuOp.BITWISE_AND: ValuSig(2), ValuOp.BITWISE_OR: ValuSig(2), ValuOp.BITWISE_XOR: ValuSig(2),
+    ValuOp.BITWISE_NOT: ValuSig(1),
+    ValuOp.MINIMUM: ValuSig(2), ValuOp.MAXIMUM: ValuSig(2), ValuOp.CLAMP: ValuSig(1),
+    ValuOp.EQUAL: ValuSig(2, out=_BOOL), ValuOp.GREATER: ValuSig(2, out=_BOOL),
+    ValuOp.GREATER_EQUAL: ValuSig(2, out=_BOOL),
+    ValuOp.LOGICAL_AND: ValuSig(2, out=_BOOL), ValuOp.LOGICAL_OR: ValuSig(2, out=_BOOL),
+    ValuOp.LOGICAL_XOR: ValuSig(2, out=_BOOL), ValuOp.LOGICAL_NOT: ValuSig(1, out=_BOOL),
+    ValuOp.SELECT: ValuSig(3, a_type=_BOOL),
+    ValuOp.ABS: ValuSig(1), ValuOp.NEGATE: ValuSig(1), ValuOp.CLZ: ValuSig(1), ValuOp.COPY: ValuSig(1),
+}
+assert set(VALU_SIGS) == set(ValuOp)
+
+
+# -- operands of an instruction ---------------------------------------------------------------
+@dataclass(frozen=True)
+class Operand:
+    """One vector operand as an instruction uses it.
+
+    ``prefix``: the fields' prefix ("a", "b", "c", "d"); ``mem``: VecMem value (VecDst
+    values coincide); ``dtype``; ``rows``: rows per vector; ``strides``: (stride0, stride1)
+    field values; ``window``: VPOOL's (w_stride0, k0, w_stride1, k1), else None.
+    """
+
+    prefix: str
+    mem: int
+    dtype: VecType
+    rows: int
+    strides: tuple[int, int]
+    window: tuple[int, int, int, int] | None = None
+
+    def last_offset(self, n0: int, n1: int) -> int:
+        """Offset from the operand's address of the last row it touches (all counts > 0)."""
+        off = (n1 - 1) * self.strides[1] + (n0 - 1) * self.strides[0] + self.rows - 1
+        if self.window is not None:
+            ws0, k0, ws1, k1 = self.window
+            off += (k1 - 1) * ws1 + (k0 - 1) * ws0
+        return off
+
+
+def legal(name: str, v: dict) -> str | None:
+    """Why the enum fields of vector instruction ``name`` are illegal, or None."""
+    mems = [p for p in ("a", "b", "c") if f"{p}_mem" in v and v[f"{p}_mem"] not in set(VecMem)]
+    if mems:
+        return f"{mems[0]}_mem={v[mems[0] + '_mem']} names no memory"
+    if name == "VRESCALE":
+        if v["in_type"] not in set(VRESCALE_IN_TYPES):
+            return f"in_type={v['in_type']} is not a type"
+        if v["out_type"] not in set(VRESCALE_OUT_TYPES):
+            return f"out_type={v['out_type']} is not an output type"
+    elif name == "VALU":
+        if v["op"] not in set(ValuOp):
+            return f"op={v['op']} is not an operation"
+        if v["dtype"] not in set(VALU_TYPES):
+            return f"dtype={v['dtype']} is not a VALU type"
+    elif name == "VPOOL":
+        if v["dtype"] not in set(VPOOL_TYPES):
+            return f"dtype={v['dtype']} is not a VPOOL type"
+    return None
+
+
+def operands(name: str, v: dict) -> tuple[list[Operand], Operand]:
+    """(sources read, destination) of a legal VRESCALE, VALU or VPOOL."""
+    def src(p, dtype, strides=None, window=None):
+        mem = v[f"{p}_mem"]
+        return Operand(p, mem, VecType(dtype), vector_rows(mem, dtype),
+                       strides or (v[f"{p}_stride0"], v[f"{p}_stride1"]), window)
+
+    def dst(dtype):
+        return Operand("d", v["d_mem"], VecType(dtype), vector_rows(v["d_mem"], dtype),
+                       (v["d_stride0"], v["d_stride1"]))
+
+    if name == "VRESCALE":
+        return [src("a", v["in_type"])], dst(v["out_type"])
+    if name == "VPOOL":
+        window = (v["w_stride0"], v["k0"], v["w_stride1"], v["k1"])
+        out = v["dtype"] if v["mode"] == PoolMode.MAX else VecType.INT32
+        return [src("a", v["dtype"], window=window)], dst(out)
+    if name == "VALU":
+        sig = VALU_SIGS[ValuOp(v["op"])]
+        t = VecType(v["dtype"])
+        reads = [src("a", sig.a_type if sig.a_type is not None else t)]
+        if sig.arity >= 2:
+            reads.append(src("b", t))
+        if sig.arity == 3:
+            fixed = (0, 0) if v["c_fixed"] else (v["b_stride0"], v["b_stride1"])
+            reads.append(src("c", t, strides=fixed))
+        return reads, dst(sig.out if sig.out is not None else t)
+    raise ValueError(f"{name} is not a vector instruction")
+
+
+# -- schedule -----------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Schedule:
+    """Cycle schedule of one vector-unit command (module docstring)."""
+
+    K: int      # parameter rows read first
+    N: int      # output vectors
+    E: int      # window elements per output vector
+    R: int      # rows per element (the most any operand read occupies)
+    W: int      # rows written per output vector
+    P: int      # cycles per output vector
+
+    @property
+    def busy(self) -> int:
+        """Busy cycles (from the cycle after the command is taken); 0 if nothing happens."""
+        if self.N * self.E == 0:
+            return 0
+        return 1 + self.K + (self.N - 1) * self.P + self.E * self.R + self.W
+
+
+def schedule(name: str, v: dict) -> Schedule:
+    """Schedule of a legal ACT, VRESCALE, VALU or VPOOL with field values ``v``."""
+    if name == "ACT":
+        return Schedule(K=PARAM_ROWS["ACT"], N=v["count"], E=1, R=1, W=1, P=1)
+    reads, out = operands(name, v)
+    E = v["k0"] * v["k1"] if name == "VPOOL" else 1
+    R = max(op.rows for op in reads)
+    return Schedule(K=PARAM_ROWS.get(name, 0), N=v["n0"] * v["n1"], E=E, R=R, W=out.rows,
+                    P=max(E * R, out.rows))

@@ -1,0 +1,316 @@
+"""LOOP in the ISA simulator (sim/isa_sim.py) and the cycle model (sim/npu_timing.py).
+
+Oracles, all independent of the simulator's loop code:
+
+* the straight-line program the LOOP doc describes, built by a plain recursive unroller
+  (cocotb_tests/loop_programs.py) with every LOOP replaced by a SYNC: it must leave memory
+  and every scratchpad identical, and run in the same cycles apart from its longer boot;
+* a convolution written with three nested loops against a direct numpy convolution;
+* hand-worked expectations for errors (which iteration fails, what ran before) and cycles.
+"""
+from dataclasses import replace
+
+import numpy as np
+import pytest
+
+from isa import SMALL_CONFIG, ErrorCode, encode_program, make
+from isa.asm import assemble
+from isa.program import Program, Segment, TensorBinding
+from sim.isa_sim import IsaSim, run_program
+from sim.npu_timing import TimingModel
+from sim.tosa_helpers import apply_scale_32
+
+from cocotb_tests.loop_programs import LoopProgramGenerator, Region, setup_program, unroll, without_hazards
+
+CFG = SMALL_CONFIG
+BIG = replace(SMALL_CONFIG, imem_rows=4096)     # room for the unrolled programs
+BUS = CFG.bus_bytes
+WPR = CFG.words_per_wide_row
+DATA, OUT = 0x1000, 0x3000
+
+
+def run(text: str, segments=(), cfg=CFG, **kw):
+    segs = [Segment(f"seg{i}", addr, bytes(data)) for i, (addr, data) in enumerate(segments)]
+    prog = Program(cfg, assemble(text), segments=segs)
+    return prog, IsaSim(cfg).run(prog, **kw)
+
+
+def assert_same_machine(a, b):
+    assert bytes(a.memory) == bytes(b.memory)
+    for name in ("asram", "wsram", "acc", "psram"):
+        assert np.array_equal(getattr(a.state, name), getattr(b.state, name)), name
+
+
+# -- against the unrolled program ------------------------------------------------------------
+@pytest.mark.parametrize("seed", range(8))
+def test_random_loops_equal_their_unrolling(seed):
+    rng = np.random.default_rng(500 + seed)
+    mem, setup = setup_program(rng, BIG)
+    gen = LoopProgramGenerator(rng, BIG, max_depth=4 if seed % 2 else 3)
+    looped = without_hazards(gen.program(setup), bytes(mem), BIG)
+    flat = unroll(looped, BIG)
+    assert any(i.name == "LOOP" for i in looped) and len(flat) > len(looped)
+
+    def execute(instrs, program_addr):
+        prog = Program(BIG, instrs, program_addr=program_addr)
+        image = bytearray(mem) + bytearray(max(0, program_addr + 32 * len(instrs) - len(mem)))
+        image[program_addr:program_addr + 32 * len(instrs)] = encode_program(instrs)
+        return IsaSim(BIG, check_hazards=True).run(prog, bytes(image))
+
+    # the looped program sits below the data, the unrolled one (longer) after everything
+    a, b = execute(looped, 0), execute(flat, Region.BYTES)
+    assert a.ok and b.ok, (a.error_message, b.error_message)
+    assert a.hazards == [] and b.hazards == []
+    assert a.instructions_executed == b.instructions_executed == len(flat)
+    assert len(a.memory) == Region.BYTES
+    a.memory[:Region.DATA] = b.memory[:Region.DATA] = bytes(Region.DATA)
+    b.memory[Region.BYTES:] = b""
+    assert_same_machine(a, b)
+    # LOOP issues like SYNC and loop-back is free: only the boot differs
+    ta, tb = a.timing, b.timing
+    assert a.cycles - ta.run_start == b.cycles - tb.run_start
+    assert a.busy == b.busy
+    shift = tb.run_start - ta.run_start
+    assert [t.issue + shift for t in ta.per_instruction] == [t.issue for t in tb.per_instruction]
+
+
+def test_count_zero_and_shared_ends():
+    """A count-0 loop as the last instruction of an outer body: the outer loop still loops
+    back; inner loops ending with their outer loop; the unroller agrees."""
+    text = "\n".join([
+        f"DMA_LOAD sram=ASRAM ext_addr={DATA} len0=16 len1=1 len2=1",
+        "LOOP count=3 body=6 inc_ext=64 wait=DMA",
+        f"  DMA_STORE sram=ASRAM sram_addr=0 ext_addr={OUT} len0=1 len1=1 len2=1",
+        "  LOOP count=2 body=4 inc_asram=1 inc_ext=4",
+        "    LOOP count=2 body=1 inc_asram=2 inc_ext=8",
+        f"      DMA_STORE sram=ASRAM sram_addr=4 ext_addr={OUT + 16} len0=1 len1=1 len2=1",
+        "    LOOP count=0 body=1",
+        f"      DMA_STORE sram=ASRAM sram_addr=8 ext_addr={OUT + 32} len0=1 len1=1 len2=1",
+        "HALT"])
+    src = bytes(range(64))
+    prog, res = run(text, [(DATA, src)])
+    assert res.ok and res.stop_pc == 8
+    assert res.instructions_executed == 1 + 1 + 3 * (1 + 1 + 2 * (1 + 2 + 1)) + 1
+    got = bytes(res.memory)
+    for i in range(3):
+        base = OUT + 64 * i
+        assert got[base:base + 4] == src[0:4]                                   # row 0
+        for j in range(2):
+            for k in range(2):
+                row = 4 + j + 2 * k
+                at = base + 16 + 4 * j + 8 * k
+                assert got[at:at + 4] == src[4 * row:4 * row + 4]
+        assert got[base + 32:base + 36] == bytes(4 if i < 2 else 0)             # never runs
+    assert len(got) == OUT + 2 * 64 + 32
+    flat = unroll(prog.instructions, CFG)
+    _, res2 = run("\n".join(disasm(flat)), [(DATA, src)], BIG)
+    assert bytes(res2.memory)[OUT:] == got[OUT:]
+
+
+def disasm(instrs):
+    from isa.asm import disassemble_one
+    return [disassemble_one(i) for i in instrs]
+
+
+# -- a convolution with three nested loops ---------------------------------------------------
+def conv_loops(cfg, h, w, k, stride, pad, in_zp, w_zp, weights, bias, mul, shift, out_zp):
+    """CONV2D (Cin = Cout = lanes): for each output row (loop oy), zero its accumulators, then
+    one MATMUL per kernel offset (loops ky, kx: a 1-instruction body), ACT, store."""
+    lanes = cfg.bus_bytes
+    hp, wp = h + 2 * pad, w + 2 * pad
+    oh, ow = (hp - k) // stride + 1, (wp - k) // stride + 1
+    wts = DATA + 0x1000
+    params = wts + k * k * lanes * lanes
+    out = params + 3 * cfg.psram_row_bytes
+    act_dst = hp * wp
+    text = f"""
+        DMA_LOAD sram=ASRAM ext_addr={DATA} len0={w} len1={h} len2=1 stride1={w * lanes} pad_b0={pad} pad_a0={pad} pad_b1={pad} pad_a1={pad} pad_value={in_zp & 0xFF}
+        DMA_LOAD sram=WSRAM sram_addr={lanes} ext_addr={wts} len0={k * k * lanes} len1=1 len2=1
+        DMA_LOAD sram=WSRAM sram_addr=0 len0=0 len1=1 len2=1 pad_a0={lanes}   # a zero tile
+        DMA_LOAD sram=PSRAM ext_addr={params} len0={3 * cfg.words_per_wide_row} len1=1 len2=1
+        LOOP count={oh} body=6 inc_asram={stride * wp} inc_acc={ow} inc_ext={ow * lanes} wait=DMA
+          MATMUL a_addr=0 a_stride0={stride} n0={ow} n1=1 w_addr=0 acc_addr=0 accumulate=0 wait=VPU
+          LOOP count={k} body=2 inc_asram={wp} inc_wsram={k * lanes}
+            LOOP count={k} body=1 inc_asram=1 inc_wsram={lanes}
+              MATMUL a_addr=0 a_stride0={stride} n0={ow} n1=1 w_addr={lanes} acc_addr=0 accumulate=1 a_zp={in_zp} w_zp={w_zp}
+          ACT acc_addr=0 count={ow} dst_addr={act_dst} param_addr=0 out_zp={out_zp} clamp_min=-128 clamp_max=127 scale32=1 double_round=1 wait=MXU
+          DMA_STORE sram=ASRAM sram_addr={act_dst} ext_addr={out} len0={ow} len1=1 len2=1 wait=VPU
+        HALT"""
+    tiles = weights.transpose(0, 1, 3, 2)              # [ky][kx][cin][cout]: WSRAM row = cin
+    segs = [Segment("weights", wts, tiles.astype(np.int8).tobytes()),
+            Segment("params", params, np.array([bias, mul, shift]).astype("<i4").tobytes())]
+    return Program(cfg, assemble(text), segments=segs,
+                   inputs=[TensorBinding("x", (1, h, w, lanes), "int8", DATA, "brick")],
+                   outputs=[TensorBinding("y", (1, oh, ow, lanes), "int8", out, "brick")])
+
+
+@pytest.mark.parametrize("h,w,k,stride,pad", [(6, 5, 3, 1, 1), (7, 8, 3, 2, 0), (5, 5, 2, 1, 0)])
+def test_conv_with_nested_loops_equals_numpy(h, w, k, stride, pad):
+    cfg = CFG
+    rng = np.random.default_rng(21)
+    lanes = cfg.bus_bytes
+    in_zp, w_zp, out_zp = -5, 3, 7
+    x = rng.integers(-128, 128, (1, h, w, lanes)).astype(np.int8)
+    weights = rng.integers(-128, 128, (k, k, lanes, lanes)).astype(np.int8)   # [ky][kx][cout][cin]
+    bias = rng.integers(-2000, 2000, lanes)
+    mul = rng.integers(1 << 30, 2**31, lanes)
+    shift = rng.integers(40, 44, lanes)
+    prog = conv_loops(cfg, h, w, k, stride, pad, in_zp, w_zp, weights, bias, mul, shift, out_zp)
+    outputs, res = run_program(prog, {"x": x}, check_hazards=True)
+    assert res.hazards == []
+
+    xp = np.pad(x[0].astype(np.int64) - in_zp, ((pad, pad), (pad, pad), (0, 0)))
+    win = np.lib.stride_tricks.sliding_window_view(xp, (k, k), axis=(0, 1))[::stride, ::stride]
+    acc = np.einsum("yxcij,ijoc->yxo", win, weights.astype(np.int64) - w_zp) + bias
+    expected = np.clip(apply_scale_32(acc, mul, shift, True) + out_zp, -128, 127).astype(np.int8)
+    assert (outputs["y"][0] == expected).all()
+    oh = expected.shape[0]
+    assert len(prog.instructions) == 12
+    assert res.instructions_executed == 5 + oh * (1 + 1 + k * (1 + k) + 2) + 1
+
+
+# -- PSRAM units -----------------------------------------------------------------------------
+def test_psram_increment_moves_dma_words_and_act_rows():
+    """inc_psram counts rows: a DMA into PSRAM moves by words_per_wide_row words per row."""
+    lanes = CFG.array_cols
+    sets = [np.array([[b] * lanes, [1 << 30] * lanes, [31 + s] * lanes]) for s, b in enumerate((5, -9))]
+    raw = b"".join(p.astype("<i4").tobytes() for p in sets)
+    acc_rows = np.arange(lanes * 2, dtype=np.int64).reshape(2, lanes) * 1000
+    text = "\n".join([
+        f"LOOP count=2 body=3 inc_psram=3 inc_ext={3 * CFG.psram_row_bytes} inc_asram=1 inc_acc=1",
+        f"  DMA_LOAD sram=PSRAM sram_addr={2 * WPR} ext_addr={DATA} len0={3 * WPR} len1=1 len2=1",
+        "  MATMUL n0=0 n1=0",
+        "  ACT acc_addr=0 count=1 dst_addr=100 param_addr=2 clamp_min=-128 clamp_max=127 scale32=1 wait=DMA",
+        "HALT"])
+    prog = Program(CFG, assemble(text), segments=[Segment("p", DATA, raw)])
+    sim = IsaSim(CFG)
+    state_res = sim.run(prog)        # ACC starts at zero: check the parameter rows moved
+    assert state_res.ok
+    assert (state_res.state.psram[2:5] == sets[0]).all() and (state_res.state.psram[5:8] == sets[1]).all()
+    assert not state_res.state.psram[:2].any() and not state_res.state.psram[8:].any()
+    del acc_rows
+    # ACC rows 0 and 1 are 0, so the output is round(bias * 2**30 >> (31 + s)) = bias / 2, bias / 4
+    got = state_res.state.asram[100:102].view(np.int8)
+    assert (got[0] == round(5 / 2 + 1e-9)).all() and (got[1] == int(np.floor(-9 / 4 + 0.5))).all()
+
+
+# -- errors ----------------------------------------------------------------------------------
+@pytest.mark.parametrize("text,pc,executed", [
+    ("LOOP count=2 body=0\nHALT", 0, 0),                                   # empty body
+    ("SYNC\nLOOP count=2 body=3\nSYNC\nHALT", 1, 1),                       # past the program
+    ("LOOP count=0 body=5\nHALT", 0, 0),                                   # even when skipped
+    ("LOOP count=2 body=3\n LOOP count=2 body=3\n  SYNC\nSYNC\nHALT", 1, 1),  # inner past outer
+    ("\n".join(["LOOP count=1 body=%d" % (9 - i) for i in range(5)] + ["SYNC"] * 5 + ["HALT"]), 4, 4),
+])
+def test_illegal_loops(text, pc, executed):
+    _, res = run(text)
+    assert (res.error_code, res.error_pc, res.stop_pc, res.instructions_executed) == \
+        (ErrorCode.ILLEGAL_INSTRUCTION, pc, pc, executed)
+    assert "LOOP" in res.error_message
+
+
+def test_four_nested_loops_are_legal():
+    text = "\n".join(["LOOP count=2 body=%d" % (4 - i) for i in range(4)] + ["SYNC", "HALT"])
+    _, res = run(text)
+    assert res.ok and res.instructions_executed == 1 + 2 * (1 + 2 * (1 + 2 * (1 + 2))) + 1
+
+
+def test_error_in_a_later_iteration():
+    """The store of iteration 3 leaves memory: iterations 0..2 happened, nothing after."""
+    end = CFG.ext_mem_bytes
+    step = 0x10000
+    start = end - 2 * step - 64
+    text = "\n".join([
+        f"DMA_LOAD sram=ASRAM ext_addr={DATA} len0=16 len1=1 len2=1",
+        f"LOOP count=6 body=2 inc_ext={step} wait=DMA",
+        "  SYNC",
+        f"  DMA_STORE sram=ASRAM ext_addr={start} len0=16 len1=1 len2=1 wait=DMA",
+        f"DMA_STORE sram=ASRAM ext_addr={OUT} len0=16 len1=1 len2=1",
+        "HALT"])
+    src = bytes(range(64))
+    _, res = run(text, [(DATA, src)])
+    assert (res.error_code, res.error_pc, res.stop_pc) == (ErrorCode.DMA_OUT_OF_RANGE, 3, 3)
+    assert res.instructions_executed == 2 + 3 * 2 + 1          # the failing store not counted
+    mem = bytes(res.memory)
+    for i in range(3):
+        assert mem[start + i * step:start + i * step + 64] == src
+    assert len(mem) == start + 2 * step + 64 and mem[OUT:OUT + 64] == bytes(64)
+    t = res.timing
+    assert t.stop_index == 2 + 3 * 2 + 1 and t.per_instruction[-1].issue == res.cycles - 1
+
+
+@pytest.mark.parametrize("incs,line,code,fails_at", [
+    ("inc_asram=-3", "ACT count=2 dst_addr=6", ErrorCode.SRAM_OVERFLOW, 3),      # dst 6, 3, 0, -3
+    ("inc_acc=-3", "ACT count=2 acc_addr=6", ErrorCode.SRAM_OVERFLOW, 3),
+    ("inc_psram=-1", "ACT count=0 param_addr=2", ErrorCode.SRAM_OVERFLOW, 3),    # params always read
+    ("inc_asram=-3 inc_acc=-3", "ACT count=0 dst_addr=6 acc_addr=6", ErrorCode.NONE, None),  # touches nothing
+    ("inc_asram=-3", "MATMUL n0=1 n1=1 a_addr=7", ErrorCode.SRAM_OVERFLOW, 3),
+    ("inc_acc=-3", "MATMUL n0=1 n1=1 acc_addr=7", ErrorCode.SRAM_OVERFLOW, 3),
+    ("inc_wsram=-3", "MATMUL n0=0 n1=1 w_addr=7", ErrorCode.SRAM_OVERFLOW, 3),   # the tile always
+    (f"inc_ext={-BUS}", f"DMA_LOAD ext_addr={2 * BUS} len0=1 len1=1 len2=1", ErrorCode.DMA_OUT_OF_RANGE, 3),
+    ("inc_asram=-3", "DMA_LOAD sram_addr=7 len0=1 len1=1 len2=1", ErrorCode.SRAM_OVERFLOW, 3),
+    ("inc_psram=-1", f"DMA_LOAD sram=PSRAM sram_addr={2 * WPR} len0=1 len1=1 len2=1", ErrorCode.SRAM_OVERFLOW, 3),
+    (f"inc_ext={-BUS} inc_asram=-3", f"DMA_STORE sram_addr=7 ext_addr={2 * BUS} len0=0 len1=1 len2=1",
+     ErrorCode.NONE, None),
+])
+def test_negative_effective_addresses(incs, line, code, fails_at):
+    """Decrementing addresses go below 0 at iteration 3 (of 0..4): out of range there, and
+    not at all for an instruction that touches no row."""
+    text = "\n".join([f"LOOP count=5 body=1 {incs}", "  " + line, "HALT"])
+    _, res = run(text)
+    assert res.error_code == code
+    if fails_at is None:
+        assert res.ok and res.instructions_executed == 7
+    else:
+        assert res.error_pc == 1 and res.instructions_executed == 1 + fails_at
+
+
+def test_halt_and_pc_overflow_inside_loops():
+    _, res = run("LOOP count=3 body=2\nSYNC\nHALT\nSYNC")
+    assert res.ok and (res.stop_pc, res.instructions_executed) == (2, 3)
+    _, res = run("LOOP count=3 body=1\nSYNC")
+    assert (res.error_code, res.error_pc, res.instructions_executed) == (ErrorCode.PC_OVERFLOW, 2, 4)
+
+
+def test_hazard_between_iterations():
+    """The next iteration's load overwrites rows the previous MATMUL may still read."""
+    text = "\n".join([
+        f"LOOP count=2 body=2 inc_wsram=0",
+        f"  DMA_LOAD sram=ASRAM ext_addr={DATA} len0=8 len1=1 len2=1",
+        "  MATMUL n0=8 n1=1 a_stride0=1 wait=DMA",
+        "HALT"])
+    prog = Program(CFG, assemble(text))
+    res = IsaSim(CFG, check_hazards=True).run(prog)
+    assert [(h.kind, h.memory, h.earlier_pc, h.later_pc) for h in res.hazards] == [("WAR", "ASRAM", 2, 1)]
+    assert "iteration 1" in str(res.hazards[0])
+    prog.instructions[1].values["wait"] = 2        # the load waits for the MXU: sound
+    assert IsaSim(CFG, check_hazards=True).run(prog).hazards == []
+
+
+# -- cycle model -----------------------------------------------------------------------------
+MODEL = TimingModel(CFG)
+
+
+def test_loop_of_matmuls_streams_like_straight_line():
+    # 3 instructions: boot 24 words + latency 4, RUN at 28, LOOP in IR at 30
+    looped = MODEL.run([make("LOOP", count=4, body=1), make("MATMUL", n0=6, n1=1), make("HALT")])
+    assert [t.issue for t in looped.per_instruction] == [30, 31, 37, 43, 49, 62]
+    assert looped.pcs == [0, 1, 1, 1, 1, 2]
+    assert (looped.total_cycles, looped.busy["MXU"]) == (63, 61 - 32 + 1)
+    flat = MODEL.run([make("SYNC")] + [make("MATMUL", n0=6, n1=1)] * 4 + [make("HALT")],
+                     prog_len=3)
+    assert flat.per_instruction == looped.per_instruction
+
+
+def test_loop_timing_rules():
+    # count 0: LOOP takes its slot, the HALT enters IR next
+    t = MODEL.run([make("LOOP", count=0, body=1), make("MATMUL", n0=6, n1=1), make("HALT")])
+    assert [x.issue for x in t.per_instruction] == [30, 31] and t.total_cycles == 32
+    # the LOOP waits once (for the DMA), the body's SYNCs do not
+    t = MODEL.run([make("DMA_LOAD", len0=5, len1=1, len2=1), make("LOOP", count=3, body=1, wait=1),
+                   make("SYNC"), make("HALT")])
+    # 4 instructions: RUN at 36, DMA issues 38 (busy 39 .. 38+5+4), LOOP at 48
+    assert [x.issue for x in t.per_instruction] == [38, 48, 49, 50, 51, 52]
+    # an illegal LOOP stops the model by itself
+    t = MODEL.run([make("SYNC"), make("LOOP", count=1, body=0), make("HALT")])
+    assert (t.stop_index, t.pcs[-1]) == (1, 1)
