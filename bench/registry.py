@@ -18,6 +18,7 @@ from types import ModuleType
 BENCHMARKS: dict[str, str] = {
     "interpreter": "bench.interpreter",   # reference interpreter vs the official model
     "isa_sim": "bench.isa_sim",           # ISA simulator speed
+    "rtl": "bench.rtl",                   # RTL simulation speed, cycle agreement with the ISA simulator
 }
 
 

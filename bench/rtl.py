@@ -1,0 +1,53 @@
+"""RTL simulation speed and ISA-simulator/RTL cycle agreement (the 16x16 default NPU).
+
+Runs the long MATMUL-bound and VPU-bound programs of hw/bench.py on the Verilator model and on
+the ISA simulator, and reports simulated cycles per second of wall time (simulation only,
+process start-up excluded) and whether the cycle counts agree.
+"""
+from __future__ import annotations
+
+import time
+
+import numpy as np
+
+from bench.report import BenchContext, Column, Table
+from isa import DEFAULT_CONFIG
+from isa.program import Program
+
+DESCRIPTION = "RTL (Verilator) simulation speed and its cycle agreement with the ISA simulator"
+
+
+def _memory(program: Program) -> bytes:
+    mem = bytearray(0x3C000)
+    image = program.memory_image({})
+    mem[:len(image)] = image
+    mem[0x10000:0x30000] = np.random.default_rng(0).integers(0, 256, 0x20000, dtype=np.uint8).tobytes()
+    return bytes(mem)
+
+
+def run(ctx: BenchContext) -> list[Table]:
+    from hw.bench import long_program, vector_program
+    from hw.simulation import build, run_program
+    from sim.isa_sim import IsaSim
+
+    config = DEFAULT_CONFIG
+    table = Table("rtl", f"RTL simulation speed ({config.array_rows}x{config.array_cols} NPU, Verilator)",
+                  [Column("program"), Column("cycles", "k", ".0f"), Column("RTL", "s", ".2f"),
+                   Column("RTL speed", "k cycles/s", ".0f"), Column("ISA sim cycles", "k", ".0f"),
+                   Column("agreement")])
+    t = time.perf_counter()
+    build_dir = build(config)
+    table.notes.append(f"model build (or cache lookup): {time.perf_counter() - t:.1f} s")
+    reps = 100 if ctx.quick else 1000
+    for label, make_program in (("MATMUL-bound (DMA streaming alongside)", long_program),
+                                ("VPU-bound (VALU, VRESCALE, VPOOL)", vector_program)):
+        ctx.log(f"[rtl] {label}")
+        program = Program(config, make_program(config, reps if make_program is long_program else reps // 10))
+        memory = _memory(program)
+        rtl = run_program(program, memory, build_dir=build_dir)
+        isa = IsaSim(config).run(program, memory)
+        same = rtl.cycles == isa.cycles and bytes(rtl.memory) == bytes(isa.memory)[:len(rtl.memory)]
+        table.add(label, rtl.cycles / 1e3, rtl.wall_seconds, rtl.cycles_per_second / 1e3, isa.cycles / 1e3,
+                  "equal cycles and memory" if same else "DIFFERENT")
+    table.notes.append("target for the whole NPU: >= 100k cycles/s on 2 cores")
+    return [table]
