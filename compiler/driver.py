@@ -10,6 +10,7 @@ Pipeline (one module per pass, like Arm's Vela):
     memplan (passes/memplan.py)        external addresses of everything
     lowering (passes/lowering/)        plans and copies -> instructions with footprints
     schedule (passes/schedule.py)      order for overlap, wait masks
+    loops (passes/loops.py)            repeated runs -> LOOPs
     program_builder.py                 -> isa.program.Program
 """
 from __future__ import annotations
@@ -28,11 +29,18 @@ from compiler.passes.dataflow import Dataflow, build_dataflow
 from compiler.passes.lowering.conv2d import constant_names, lower_conv
 from compiler.passes.lowering.copy import lower_copy
 from compiler.passes.lowering.dma import fill_name
+from compiler.passes.lowering.pool import lower_pool, pool_constants
+from compiler.passes.loops import compress_loops
 from compiler.passes.memplan import ExtPlan, plan_memory
+from compiler.passes.pooling import PoolLayer
 from compiler.passes.schedule import Scheduled, schedule
 from compiler.passes.tiling import ConvPlan, choose_plans, plan_candidates
 from compiler.passes.weights import pack_params, pack_weights
 from compiler.program_builder import build_program
+
+
+# Straight-line programs longer than this are not searched for loops (see run_pipeline).
+LOOP_SEARCH_LIMIT = 16384
 
 
 class InstructionMemoryFull(Unsupported):
@@ -66,11 +74,12 @@ class Compilation:
     layers: list
     plans: list
     ext: ExtPlan
-    scheduled: Scheduled
+    scheduled: Scheduled          # straight-line, in issue order
     program: Program
+    program_ops: list = field(default_factory=list)   # the program's instructions (LOOPs included)
 
 
-def compile_graph(graph: Graph, config: NpuConfig = DEFAULT_CONFIG) -> Program:
+def compile_graph(graph: Graph, config: NpuConfig = DEFAULT_CONFIG, loops: bool = True) -> Program:
     """Compile ``graph`` for ``config``.
 
     Raises
@@ -81,7 +90,7 @@ def compile_graph(graph: Graph, config: NpuConfig = DEFAULT_CONFIG) -> Program:
     tosa_ir.errors.InvalidInput
         An illegal graph.
     """
-    return run_pipeline(graph, config).program
+    return run_pipeline(graph, config, loops).program
 
 
 def compile_file(path, config: NpuConfig = DEFAULT_CONFIG) -> Program:
@@ -90,7 +99,8 @@ def compile_file(path, config: NpuConfig = DEFAULT_CONFIG) -> Program:
     return compile_graph(load_graph(Path(path)), config)
 
 
-def run_pipeline(graph: Graph, config: NpuConfig = DEFAULT_CONFIG) -> Compilation:
+def run_pipeline(graph: Graph, config: NpuConfig = DEFAULT_CONFIG, loops: bool = True) -> Compilation:
+    """Run every pass.  ``loops=False`` emits straight-line code (no LOOP instruction)."""
     flow = build_dataflow(graph, config.bus_bytes)
     layers = flow.layers
     convs = [i for i, layer in enumerate(layers) if isinstance(layer, ConvLayer)]
@@ -106,27 +116,56 @@ def run_pipeline(graph: Graph, config: NpuConfig = DEFAULT_CONFIG) -> Compilatio
     for layer in layers:
         if isinstance(layer, CopyLayer) and any(layer.pad):
             constants[fill_name(layer.pad_value)] = bytes([layer.pad_value & 0xFF]) * config.bus_bytes
+        if isinstance(layer, PoolLayer):
+            constants.update(pool_constants(layer, config))
     ext = plan_memory(flow, constants, config)
 
     plans: list = [None] * len(layers)
     for i, layer in enumerate(layers):
         if isinstance(layer, CopyLayer):
             plans[i] = CopyPlan(layer, lower_copy(layer, ext, config, i))
+        elif isinstance(layer, PoolLayer):
+            plans[i] = lower_pool(layer, ext, config, i)
     copies = sum(len(plan.ops) for plan in plans if plan is not None)
-    for i, plan in zip(convs, choose_plans(candidates, config, reserved=copies)):
-        plans[i] = plan
 
-    # Refuse hopeless programs before lowering them (the estimate counts all but rare
-    # padding fills), and exact counts before scheduling.
-    estimated = 1 + copies + sum(plans[i].estimate["instructions"] for i in convs)
-    if estimated > 2 * config.imem_rows:
-        raise imem_error(estimated, False, layers, plans, candidates, convs, config)
-    ops: list[Op] = []
-    for i, plan in enumerate(plans):
-        ops += plan.ops if isinstance(plan, CopyPlan) else lower_conv(plan, ext, config, i)
-    if len(ops) + 1 > config.imem_rows:
-        raise imem_error(len(ops) + 1, True, layers, plans, candidates, convs, config)
-    scheduled = schedule(ops)
+    # With loops, try the fastest plans first: looped, they usually fit.  Else (or when they
+    # do not fit) step layers down to plans with fewer instructions (straight-line counts).
+    attempts = [[cands[0] for cands in candidates]] if loops else []
+    fitted = choose_plans(candidates, config, reserved=copies)
+    if not attempts or any(a is not b for a, b in zip(fitted, attempts[0])):
+        attempts.append(fitted)
+    for n, attempt in enumerate(attempts):
+        for i, plan in zip(convs, attempt):
+            plans[i] = plan
+        last = n == len(attempts) - 1
+        # Refuse hopeless straight-line programs before lowering them (the estimate counts
+        # all but rare padding fills).
+        estimated = 1 + copies + sum(plans[i].estimate["instructions"] for i in convs)
+        if not loops and estimated > 2 * config.imem_rows:
+            raise imem_error(estimated, False, layers, plans, candidates, convs, config)
+        if loops and estimated > LOOP_SEARCH_LIMIT:
+            # The loop search is superlinear in the program's length: beyond this, layers
+            # must emit their loops directly (not done yet for such layers).
+            if last:
+                raise InstructionMemoryFull(
+                    f"the program needs about {estimated} straight-line instructions, more than the "
+                    f"compiler's loop compression takes ({LOOP_SEARCH_LIMIT}); the NPU's instruction memory "
+                    f"holds {config.imem_rows} (largest layers: "
+                    + ", ".join(f"{layers[i].where()} {plans[i].estimate['instructions']}"
+                                for i in sorted(convs, key=lambda i: -plans[i].estimate["instructions"])[:3])
+                    + ")", estimated)
+            continue
+        ops: list[Op] = []
+        for i, plan in enumerate(plans):
+            ops += lower_conv(plan, ext, config, i) if isinstance(plan, ConvPlan) else plan.ops
+        if not loops and len(ops) + 1 > config.imem_rows:
+            raise imem_error(len(ops) + 1, True, layers, plans, candidates, convs, config)
+        scheduled = schedule(ops)
+        program_ops = compress_loops(scheduled.ops, config) if loops else scheduled.ops
+        if len(program_ops) <= config.imem_rows:
+            break
+        if last:
+            raise imem_error(len(program_ops), True, layers, plans, candidates, convs, config)
 
     info = {
         "source": graph.source,
@@ -135,15 +174,15 @@ def run_pipeline(graph: Graph, config: NpuConfig = DEFAULT_CONFIG) -> Compilatio
                    for layer, plan in zip(layers, plans)],
         "macs": sum(layer.macs for layer in layers),   # what the graph asks for, not padding
     }
-    program = build_program(scheduled, ext, config, info)
-    return Compilation(graph, config, flow, layers, plans, ext, scheduled, program)
+    program = build_program(scheduled, ext, config, info, program_ops)
+    return Compilation(graph, config, flow, layers, plans, ext, scheduled, program, program_ops)
 
 
 def imem_error(count: int, exact: bool, layers: list, plans: list, candidates: list[list[ConvPlan]],
                convs: list[int], config: NpuConfig) -> InstructionMemoryFull:
     """The instruction memory overflow, naming the layers that need the most."""
     fewest = {layers[i].where(): cands[-1].estimate["instructions"] for i, cands in zip(convs, candidates)}
-    fewest.update({plan.layer.where(): len(plan.ops) for plan in plans if isinstance(plan, CopyPlan)})
+    fewest.update({plan.layer.where(): len(plan.ops) for plan in plans if not isinstance(plan, ConvPlan)})
     top = sorted(fewest.items(), key=lambda item: -item[1])[:3]
     big = [name for name, n in fewest.items() if n + 1 > config.imem_rows]
     why = (f"{', '.join(big)} alone need{'s' if len(big) == 1 else ''} more" if big
@@ -151,4 +190,4 @@ def imem_error(count: int, exact: bool, layers: list, plans: list, candidates: l
     return InstructionMemoryFull(
         f"the program needs {'' if exact else 'about '}{count} instructions; the NPU's instruction memory "
         f"holds {config.imem_rows} (fewest per layer: {', '.join(f'{name} {n}' for name, n in top)}; {why}: "
-        f"convolutions this large need the LOOP instruction, which the ISA does not have yet)", count)
+        f"even with LOOPs)", count)

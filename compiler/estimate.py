@@ -57,13 +57,13 @@ class Estimate:
 
     def table(self) -> str:
         head = (f"{'layer':<8} {'cycles':>10} {'MACs':>12} {'util%':>6} {'MATMUL':>7} {'ACT':>5} "
-                f"{'DMA':>5} {'read B':>10} {'write B':>10}  plan")
+                f"{'DMA':>5} {'LOOP':>5} {'read B':>10} {'write B':>10}  plan")
         lines = [f"cycles from {self.source}; {self.config.array_rows}x{self.config.array_cols} array, "
                  f"{self.config.macs_per_cycle} MACs/cycle", head, "-" * len(head)]
         for l in self.layers:
             dma = l.instructions["DMA_LOAD"] + l.instructions["DMA_STORE"]
             lines.append(f"{l.name:<8} {l.cycles:>10} {l.macs:>12} {100 * self.utilisation(l):>6.1f} "
-                         f"{l.instructions['MATMUL']:>7} {l.instructions['ACT']:>5} {dma:>5} "
+                         f"{l.instructions['MATMUL']:>7} {l.instructions['ACT']:>5} {dma:>5} {l.instructions['LOOP']:>5} "
                          f"{l.bytes_read:>10} {l.bytes_written:>10}  {l.plan}")
         macs = sum(l.macs for l in self.layers)
         util = macs / max(self.total_cycles * self.config.macs_per_cycle, 1)
@@ -73,18 +73,18 @@ class Estimate:
         return "\n".join(lines)
 
 
-def _timing(compilation: Compilation) -> tuple[list[tuple[int, int]], int, str]:
-    """(issue, end) per instruction, total cycles, and where they come from."""
-    instrs = [op.instr for op in compilation.scheduled.ops]
+def _timing(compilation: Compilation) -> tuple[list[tuple[int, int, int]], int, str]:
+    """(program index, issue, end) per instruction executed, in issue order (loops unrolled),
+    total cycles, and where they come from."""
     try:
         from sim.npu_timing import TimingModel
     except ModuleNotFoundError as e:
         if e.name != "sim.npu_timing":
             raise
-        s = compilation.scheduled
-        return list(zip(s.issue, s.finish)), s.cycles, "compiler model"
-    result = TimingModel(compilation.config).run(instrs)
-    spans = [(int(t.issue), int(t.end) + 1) for t in result.per_instruction]
+        s = compilation.scheduled     # the straight-line program the looped one replays
+        return [(None, i, f) for i, f in zip(s.issue, s.finish)], s.cycles, "compiler model"
+    result = TimingModel(compilation.config).run([op.instr for op in compilation.program_ops])
+    spans = [(pc, int(t.issue), int(t.end) + 1) for pc, t in zip(result.pcs, result.per_instruction)]
     return spans, int(result.total_cycles), "npu_timing"
 
 
@@ -98,13 +98,19 @@ def estimate_compilation(compilation: Compilation) -> Estimate:
             kh, kw = layer.kernel
             array_macs = n * oh * ow * kh * kw * plan.cbi * plan.cbo * config.macs_per_cycle
         layers.append(LayerEstimate(layer.name, layer.ops, plan.describe(), layer.macs, array_macs))
+    for op in compilation.program_ops:          # instructions in the program (static)
+        if op.instr.name != "HALT":
+            layers[op.layer].instructions[op.instr.name] += 1
     spans, total, source = _timing(compilation)
+    program, straight = compilation.program_ops, compilation.scheduled.ops
     first = [None] * len(layers)
-    for op, (start, end) in zip(compilation.scheduled.ops, spans):
+    for n, (pc, start, end) in enumerate(spans):
+        # Timing.pcs pairs each executed instruction with its program index (LOOPs repeat
+        # them); the compiler model times the straight-line program.
+        op = straight[n] if pc is None else program[pc]
         if op.instr.name == "HALT":
             continue
         est = layers[op.layer]
-        est.instructions[op.instr.name] += 1
         v = op.instr.values
         data = v.get("len0", 0) * v.get("len1", 0) * v.get("len2", 0) * config.bus_bytes
         if op.instr.name == "DMA_LOAD":

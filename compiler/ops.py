@@ -13,7 +13,8 @@ from dataclasses import dataclass, field
 
 from isa.config import NpuConfig
 from isa.encoding import Instruction, make
-from isa.instructions import Sram, Unit
+from isa.instructions import Sram, Unit, VecMem
+from isa.vector import PARAM_ROWS, operands
 
 from compiler.costmodel import dma_words, instr_timing
 
@@ -73,4 +74,32 @@ def footprint(instr: Instruction, config: NpuConfig) -> tuple[list[Access], list
         reads = [("ACC", v["acc_addr"], v["acc_addr"] + v["count"]),
                  ("PSRAM", v["param_addr"] * wpr, (v["param_addr"] + 3) * wpr)]
         return reads, [("ASRAM", v["dst_addr"], v["dst_addr"] + v["count"])]
+    if name in VECTOR_OPS:
+        return _vector_footprint(name, v, config)
     return [], []
+
+
+VECTOR_OPS = ("VRESCALE", "VALU", "VPOOL")
+_VEC_MEMS = {int(VecMem.ASRAM): "ASRAM", int(VecMem.ACC): "ACC", int(VecMem.PSRAM): "PSRAM"}
+
+
+def _vector_footprint(name: str, v: dict, config: NpuConfig) -> tuple[list[Access], list[Access]]:
+    """Footprint of a VRESCALE, VALU or VPOOL from isa/vector.py's operand rules (PSRAM rows
+    in bus words, like ACT's parameters)."""
+    wpr = config.words_per_wide_row
+    sources, dst = operands(name, v)
+    reads: list[Access] = []
+    if name == "VRESCALE":      # the parameter rows are always read
+        reads.append(("PSRAM", v["param_addr"] * wpr, (v["param_addr"] + PARAM_ROWS["VRESCALE"]) * wpr))
+    n0, n1 = v["n0"], v["n1"]
+    if n0 * n1 == 0 or (name == "VPOOL" and v["k0"] * v["k1"] == 0):
+        return reads, []
+
+    def access(operand) -> Access:
+        mem = _VEC_MEMS[int(operand.mem)]
+        lo = v[f"{operand.prefix}_addr"]
+        hi = lo + operand.last_offset(n0, n1) + 1
+        return (mem, lo * wpr, hi * wpr) if mem == "PSRAM" else (mem, lo, hi)
+
+    reads += [access(o) for o in sources]
+    return reads, [access(dst)]

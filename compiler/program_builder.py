@@ -17,9 +17,12 @@ def scratchpad_words(config: NpuConfig) -> dict[str, int]:
             "PSRAM": config.psram_rows * config.words_per_wide_row}
 
 
-def build_program(scheduled: Scheduled, ext: ExtPlan, config: NpuConfig, info: dict) -> Program:
-    """The program image.  Raises Unsupported if it exceeds the instruction memory."""
-    instructions = [op.instr for op in scheduled.ops]
+def build_program(scheduled: Scheduled, ext: ExtPlan, config: NpuConfig, info: dict,
+                  program_ops: list | None = None) -> Program:
+    """The program image of ``program_ops`` (default ``scheduled.ops``; LOOPs allowed: the
+    footprint check runs on the straight-line ``scheduled.ops`` they replay).  Raises
+    Unsupported if it exceeds the instruction memory."""
+    instructions = [op.instr for op in (scheduled.ops if program_ops is None else program_ops)]
     if len(instructions) > config.imem_rows:
         raise Unsupported(f"the program needs {len(instructions)} instructions; the NPU's instruction "
                           f"memory holds {config.imem_rows}")

@@ -1,10 +1,9 @@
 """Compiler on the headline model: AlexNet from tools/make_alexnet.py at reduced width
 (channels / 16; same operators, shapes and spatial sizes as the full model).
 
-The whole graph stops only at MAX_POOL2D (no pooling instructions in the ISA yet); every
-other layer, its data movement included (the NNEF frontend's input TRANSPOSE and
-size-trimming SLICE), compiles on its own, moves no data, and runs bit-exactly on the ISA
-simulator against the reference interpreter.
+The whole graph (convolutions and MAX_POOL2D, the NNEF frontend's input TRANSPOSE and
+size-trimming SLICE) compiles and runs bit-exactly on the ISA simulator against the
+reference interpreter, and so does every layer on its own, moving no data.
 """
 from __future__ import annotations
 
@@ -15,16 +14,14 @@ import numpy as np
 import pytest
 
 from isa.config import DEFAULT_CONFIG
-from compiler.driver import compile_graph, run_pipeline
+from compiler.driver import run_pipeline
 from compiler.ir import CopyLayer
 from compiler.layer_split import split_layers
 from sim.isa_sim import IsaSim
 from sim.reference import run_graph
-from tosa_ir.errors import Unsupported
 from tosa_ir.tosa_fb import read_tosa
 
 ROOT = Path(__file__).resolve().parents[1]
-POOL = r"MAX_POOL2D at \S+ .*: pooling needs VPU instructions the ISA does not have yet"
 
 
 @pytest.fixture(scope="module")
@@ -40,10 +37,17 @@ def alexnet(tmp_path_factory):
     return out, graph, x
 
 
-def test_whole_graph_stops_only_at_pooling(alexnet):
-    _, graph, _ = alexnet
-    with pytest.raises(Unsupported, match=rf"^{POOL} \(also not supported yet: MAX_POOL2D x2\)$"):
-        compile_graph(graph, DEFAULT_CONFIG)
+def test_whole_graph_runs(alexnet):
+    _, graph, x = alexnet
+    comp = run_pipeline(graph, DEFAULT_CONFIG)
+    assert [type(layer).__name__ for layer in comp.layers].count("PoolLayer") == 3
+    inputs = {graph.main.inputs[0]: x}
+    result = IsaSim(DEFAULT_CONFIG, check_hazards=True).run(comp.program, comp.program.memory_image(inputs))
+    assert result.ok, result.error_message
+    assert result.hazards == []
+    got = comp.program.read_outputs(result.memory)
+    for name, want in run_graph(graph, inputs).items():
+        np.testing.assert_array_equal(got[name], want, err_msg=name)
 
 
 def test_every_other_layer_runs_alone(alexnet):
@@ -54,10 +58,6 @@ def test_every_other_layer_runs_alone(alexnet):
         + ["CONV2D+RESCALE+CLAMP"] * 3 + ["MAX_POOL2D"] + ["CONV2D+RESCALE+CLAMP"] * 2 + ["CONV2D+RESCALE"])
     rng = np.random.default_rng(0)
     for unit in units:
-        if "MAX_POOL2D" in unit.describe():
-            with pytest.raises(Unsupported, match=rf"^{POOL}$"):
-                run_pipeline(unit.graph, DEFAULT_CONFIG)
-            continue
         comp = run_pipeline(unit.graph, DEFAULT_CONFIG)
         assert not any(isinstance(layer, CopyLayer) for layer in comp.layers), unit.name
         block = unit.graph.main
@@ -82,5 +82,4 @@ def test_per_layer_estimate(alexnet, capsys):
     rows = {line.split()[0]: line for line in table.splitlines()[3:]}
     assert list(rows) == ["relu1", "pool1", "relu2", "pool2", "relu3", "relu4", "relu5", "pool3", "relu6",
                           "relu7", "conv8"]
-    assert all(" yes " in rows[name] for name in rows if not name.startswith("pool"))
-    assert all("pooling needs VPU instructions" in rows[name] for name in rows if name.startswith("pool"))
+    assert all(" yes " in rows[name] for name in rows)

@@ -48,10 +48,10 @@ from tosa_ir.errors import Unsupported
 from compiler.ir import ConvLayer, CopyLayer
 from compiler.passes import movement
 from compiler.passes.fusion import CONST_OPS, conv_chain, conv_layer, scalar_input, unsupported
+from compiler.passes.pooling import POOL_OPS, pool_layer
 from compiler.views import BrickView, dense_strides, flat_compatible, same_bytes, shape4
 
-POOLING_OPS = ("MAX_POOL2D", "AVG_POOL2D")
-SUPPORTED_OPS = CONST_OPS + ("CONV2D", "RESCALE", "CLAMP") + movement.MOVEMENT_OPS
+SUPPORTED_OPS = CONST_OPS + ("CONV2D", "RESCALE", "CLAMP") + movement.MOVEMENT_OPS + POOL_OPS
 VPU_REASON = "moving values between lanes needs VPU instructions the ISA does not have yet"
 
 
@@ -149,8 +149,6 @@ def check_operators(graph: Graph) -> None:
 
 
 def _reason(op: str) -> str:
-    if op in POOLING_OPS:
-        return "pooling needs VPU instructions the ISA does not have yet"
     return "operator not supported by the NPU compiler yet"
 
 
@@ -320,6 +318,14 @@ class _Walk:
         layer.pad = tuple(pad)
         self._root(layer.output, layer.out_shape, "computed")
         self.flow.layers.append(layer)
+
+    def _max_pool2d(self, op: Operator) -> None:
+        layer = pool_layer(op, self.block, self._name("pool"))
+        layer.input = self._require(op, layer.input)
+        self._root(layer.output, layer.out_shape, "computed")
+        self.flow.layers.append(layer)
+
+    _avg_pool2d = _max_pool2d
 
     def _pad_fold(self, pad_op: Operator, conv: Operator) -> tuple[int, int, int, int] | None:
         """(top, bottom, left, right) if ``pad_op`` folds into ``conv``'s padding: H/W
