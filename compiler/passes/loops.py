@@ -30,6 +30,7 @@ from compiler.ops import Op
 
 MAX_PERIOD = 48          # items per candidate body (longer bodies rarely repeat exactly)
 MAX_SHORT = 16           # loop counts tried below the largest possible one
+CHUNK = 2048             # longest sequence searched as one
 _LOOP = BY_NAME["LOOP"]
 _INC = loop_increments()
 _COUNT_MAX = next(f for f in _LOOP.fields if f.name == "count").max
@@ -58,6 +59,11 @@ class _Interner:
 
 def compress_loops(ops: list[Op], config: NpuConfig, max_depth: int = LOOP_DEPTH) -> list[Op]:
     """``ops`` (a scheduled program, waits set) with repeated runs turned into LOOPs."""
+    if len(ops) > CHUNK:
+        # The search is superlinear in the sequence length: compress long programs in
+        # independent chunks (a loop never spans two chunks; the result stays exact).
+        return [op for start in range(0, len(ops), CHUNK)
+                for op in compress_loops(ops[start:start + CHUNK], config, max_depth)]
     intern = _Interner()
     items = [_leaf(op, config, intern) for op in ops]
     items = _compress(items, max_depth, intern)
