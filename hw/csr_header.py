@@ -15,7 +15,6 @@ Outputs (committed, so they can be read without running anything; a test keeps t
 """
 from __future__ import annotations
 
-import argparse
 import struct
 import sys
 from dataclasses import fields
@@ -25,6 +24,7 @@ import numpy as np
 
 from hw.csr import ADDR_WIDTH, BY_NAME, COUNTER_BITS, HW_ID, REGISTERS, UNITS
 from isa.config import NpuConfig
+from isa.generate import generated_files_main
 from isa.instructions import ErrorCode
 from isa.layout import LAYOUTS
 from isa.program import FORMAT_VERSION, MAGIC
@@ -153,24 +153,7 @@ def outputs() -> dict[Path, str]:
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--check", action="store_true", help="only check that the files are up to date")
-    args = parser.parse_args(argv)
-    stale = []
-    for path, text in outputs().items():
-        current = path.read_text() if path.exists() else None
-        if current != text:
-            stale.append(path)
-            if not args.check:
-                path.parent.mkdir(parents=True, exist_ok=True)
-                path.write_text(text)
-    if args.check and stale:
-        print("stale generated files: " + ", ".join(str(p.relative_to(ROOT)) for p in stale)
-              + " (run `python -m hw.csr_header`)", file=sys.stderr)
-        return 1
-    for p in stale if not args.check else []:
-        print(f"wrote {p.relative_to(ROOT)}")
-    return 0
+    return generated_files_main(outputs(), argv, __doc__.splitlines()[0], "python -m hw.csr_header")
 
 
 if __name__ == "__main__":

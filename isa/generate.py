@@ -153,24 +153,28 @@ def outputs() -> dict[Path, str]:
     }
 
 
-def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def generated_files_main(outputs: dict[Path, str], argv, description: str, command: str) -> int:
+    """The command line of a generator: rewrite the stale files of ``outputs`` (path -> text),
+    or with ``--check`` only report them (exit 1).  Shared by every generator of the project."""
+    parser = argparse.ArgumentParser(description=description)
     parser.add_argument("--check", action="store_true", help="only check that the files are up to date")
     args = parser.parse_args(argv)
-    stale = []
-    for path, text in outputs().items():
-        current = path.read_text() if path.exists() else None
-        if current != text:
-            stale.append(path)
-            if not args.check:
-                path.parent.mkdir(parents=True, exist_ok=True)
-                path.write_text(text)
-    if args.check and stale:
-        print("stale generated files: " + ", ".join(str(p.relative_to(ROOT)) for p in stale), file=sys.stderr)
-        return 1
-    for p in stale if not args.check else []:
-        print(f"wrote {p.relative_to(ROOT)}")
+    stale = [path for path, text in outputs.items() if (path.read_text() if path.exists() else None) != text]
+    if args.check:
+        if stale:
+            print("stale generated files: " + ", ".join(str(p.relative_to(ROOT)) for p in stale)
+                  + f" (run `{command}`)", file=sys.stderr)
+            return 1
+        return 0
+    for path in stale:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(outputs[path])
+        print(f"wrote {path.relative_to(ROOT)}")
     return 0
+
+
+def main(argv=None) -> int:
+    return generated_files_main(outputs(), argv, __doc__.splitlines()[0], "python -m isa.generate")
 
 
 if __name__ == "__main__":
