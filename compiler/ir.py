@@ -17,8 +17,28 @@ from dataclasses import dataclass, field
 import numpy as np
 
 
+class SingleTensorLayer:
+    """A layer that reads tensor ``input`` and writes tensor ``output`` (conv, pool)."""
+
+    name: str
+    input: str
+    output: str
+    location: str
+
+    @property
+    def reads(self) -> list[str]:
+        return [self.input]
+
+    @property
+    def writes(self) -> list[str]:
+        return [self.output]
+
+    def where(self) -> str:
+        return f"{self.name} ({self.location})" if self.location else self.name
+
+
 @dataclass
-class ConvLayer:
+class ConvLayer(SingleTensorLayer):
     """An int8 convolution with its output stage, ready for tiling.
 
     Tensor names refer to the graph's main block; ``input`` and ``output`` are rank-4
@@ -85,16 +105,6 @@ class ConvLayer:
         kh, kw = self.kernel
         return n * oh * ow * oc * kh * kw * self.in_shape[3]
 
-    @property
-    def reads(self) -> list[str]:
-        return [self.input]
-
-    @property
-    def writes(self) -> list[str]:
-        return [self.output]
-
-    def where(self) -> str:
-        return f"{self.name} ({self.location})" if self.location else self.name
 
 
 @dataclass

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from isa.instructions import BY_NAME
 from tosa_ir import Block, Operator
 
+from compiler.ir import SingleTensorLayer
 from compiler.passes.fusion import _expect, _ints, invalid, scalar_input, unsupported
 
 POOL_OPS = ("MAX_POOL2D", "AVG_POOL2D")
@@ -19,7 +20,7 @@ KERNEL_MAX = next(f for f in BY_NAME["VPOOL"].fields if f.name == "k0").max
 
 
 @dataclass
-class PoolLayer:
+class PoolLayer(SingleTensorLayer):
     """One int8 pooling layer over a rank-4 NHWC brick tensor.
 
     Attributes
@@ -64,16 +65,6 @@ class PoolLayer:
         adds nothing to a sum (the count then excludes padding, as the spec's does)."""
         return -128 if self.mode == "max" else self.input_zp
 
-    @property
-    def reads(self) -> list[str]:
-        return [self.input]
-
-    @property
-    def writes(self) -> list[str]:
-        return [self.output]
-
-    def where(self) -> str:
-        return f"{self.name} ({self.location})" if self.location else self.name
 
 
 def pool_layer(op: Operator, block: Block, name: str) -> PoolLayer:
