@@ -157,6 +157,17 @@ class _Lowering:
                   self.scalar(in_zp, in_dtype), self.scalar(out_zp, out_dtype)]
         return self.emit("RESCALE", inputs, out, shape, out_dtype, attrs, loc)
 
+    def requantize_output(self, acc: str, out: str, final: str, shape, scale: float, oq: QParams,
+                          clamp: Operator | None, loc: str) -> None:
+        """The int32 accumulator ``acc`` of ``out`` -> int8 ``final`` with parameters ``oq``:
+        a RESCALE by ``scale``, then the fused ``clamp`` (whose output is ``final``) if any."""
+        y = self.rescale(acc, out if clamp is not None else final, shape, scale, 0, oq.zp, "int32", loc)
+        if clamp is not None:
+            self.fused.add(id(clamp))
+            self.clamp_int(y, final, shape, oq, clamp.attrs["min_val"], clamp.attrs["max_val"],
+                           clamp.location)
+        self.q[final] = oq
+
     def clamp_int(self, x: str, out: str, shape, qp: QParams, lo: float, hi: float, loc: str):
         qlo = int(np.clip(round_half_away(lo / qp.scalar_scale) + qp.zp, INT8_MIN, INT8_MAX)) \
             if np.isfinite(lo) and abs(lo) < 1e30 else INT8_MIN
@@ -238,14 +249,7 @@ class _Lowering:
         attrs["acc_type"] = "INT32"
         acc = self.emit(op.op, inputs, self.fresh(f"{out}_acc"), shape, "int32", attrs,
                         op.location)
-        rescaled_name = out if clamp is not None else final
-        y = self.rescale(acc, rescaled_name, shape, acc_scale / oq.scalar_scale, 0, oq.zp,
-                         "int32", op.location)
-        if clamp is not None:
-            self.fused.add(id(clamp))
-            self.clamp_int(y, final, shape, oq, clamp.attrs["min_val"], clamp.attrs["max_val"],
-                           clamp.location)
-        self.q[final] = oq
+        self.requantize_output(acc, out, final, shape, acc_scale / oq.scalar_scale, oq, clamp, op.location)
 
     op_depthwise_conv2d = op_conv2d
     op_transpose_conv2d = op_conv2d
@@ -272,13 +276,7 @@ class _Lowering:
         acc = self.emit("MATMUL", inputs, self.fresh(f"{out}_acc"), shape, "int32", {},
                         op.location)
         real = scales[0].scalar_scale * scales[1].scalar_scale / oq.scalar_scale
-        y = self.rescale(acc, out if clamp is not None else final, shape, real, 0, oq.zp,
-                         "int32", op.location)
-        if clamp is not None:
-            self.fused.add(id(clamp))
-            self.clamp_int(y, final, shape, oq, clamp.attrs["min_val"], clamp.attrs["max_val"],
-                           clamp.location)
-        self.q[final] = oq
+        self.requantize_output(acc, out, final, shape, real, oq, clamp, op.location)
 
     def _pass_through(self, op: Operator, extra_inputs) -> None:
         x, out = op.inputs[0], op.outputs[0]
@@ -347,14 +345,8 @@ class _Lowering:
         shape = self.shape_of(out)
         acc = self.emit(op.op, shifted, self.fresh(f"{out}_acc"), shape, "int32", {},
                         op.location)
-        y = self.rescale(acc, out if clamp is not None else final, shape,
-                         twice_max / ((1 << ADD_SHIFT) * oq.scalar_scale), 0, oq.zp,
-                         "int32", op.location)
-        if clamp is not None:
-            self.fused.add(id(clamp))
-            self.clamp_int(y, final, shape, oq, clamp.attrs["min_val"], clamp.attrs["max_val"],
-                           clamp.location)
-        self.q[final] = oq
+        self.requantize_output(acc, out, final, shape, twice_max / ((1 << ADD_SHIFT) * oq.scalar_scale), oq,
+                               clamp, op.location)
 
     op_sub = op_add
 
