@@ -36,6 +36,17 @@ class Model:
         return [b.name for b in self.program.inputs]
 
 
+def bind_inputs(given: dict[str, np.ndarray], expected: list[str], source: str) -> dict[str, np.ndarray]:
+    """Match IN.npz keys to input names; a single array binds to a single input whatever its key."""
+    if len(expected) == 1 and len(given) == 1:
+        return {expected[0]: next(iter(given.values()))}
+    missing = [n for n in expected if n not in given]
+    if missing:
+        raise InvalidInput(f"{source}: missing input(s) {', '.join(missing)}; the model's inputs are "
+                           f"{', '.join(expected)}")
+    return {n: given[n] for n in expected}
+
+
 def load_model(path: str, calibrate: str | None = None) -> Model:
     """Read a model file or program image, detecting the format from the file.
 

@@ -86,17 +86,6 @@ def _load_inputs(path: str) -> dict[str, np.ndarray]:
         raise InvalidInput(f"{path}: not a valid .npz file: {e}") from None
 
 
-def _bind_inputs(given: dict[str, np.ndarray], expected: list[str], source: str) -> dict[str, np.ndarray]:
-    """Match IN.npz keys to input names; a single array binds to a single input whatever its key."""
-    if len(expected) == 1 and len(given) == 1:
-        return {expected[0]: next(iter(given.values()))}
-    missing = [n for n in expected if n not in given]
-    if missing:
-        raise InvalidInput(f"{source}: missing input(s) {', '.join(missing)}; the model's inputs are "
-                           f"{', '.join(expected)}")
-    return {n: given[n] for n in expected}
-
-
 def _print_summary(backend: str, inputs: dict, outputs: dict, seconds: float, stats: dict | None) -> None:
     def shapes(d):
         return ", ".join(f"{k} {tuple(v.shape)} {v.dtype}" for k, v in d.items())
@@ -118,7 +107,7 @@ def cmd_run(args) -> int:
     config = _load_config(args.config)
     model = backends.load_model(args.model, calibrate=args.calibrate)
     given = _load_inputs(args.inputs)
-    inputs = _bind_inputs(given, model.input_names, args.inputs)
+    inputs = backends.bind_inputs(given, model.input_names, args.inputs)
     if model.quantized is not None:
         from npu.calibration import quantize_inputs
 

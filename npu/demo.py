@@ -77,7 +77,7 @@ def main(argv=None) -> int:
         model = backends.load_model(str(model_path))
         with np.load(input_path) as data:
             inputs = {k: data[k] for k in data.files}
-        inputs = {n: inputs[n] if n in inputs else next(iter(inputs.values())) for n in model.input_names}
+        inputs = backends.bind_inputs(inputs, model.input_names, str(input_path))
         print(f"model {args.model}: {model_path.relative_to(ROOT)}")
         t = time.perf_counter()
         golden, _ = backends.run(model, inputs, "ref", DEFAULT_CONFIG)
