@@ -19,6 +19,7 @@ BENCHMARKS: dict[str, str] = {
     "interpreter": "bench.interpreter",   # reference interpreter vs the official model
     "isa_sim": "bench.isa_sim",           # ISA simulator speed
     "rtl": "bench.rtl",                   # RTL simulation speed, cycle agreement with the ISA simulator
+    "roofline": "bench.roofline",         # per-layer cycles on the ISA simulator vs the roofline
 }
 
 

@@ -1,6 +1,6 @@
 """RTL simulation speed and ISA-simulator/RTL cycle agreement (the 16x16 default NPU).
 
-Runs the long MATMUL-bound and VPU-bound programs of hw/bench.py on the Verilator model and on
+Runs the long MATMUL-bound, VPU-bound and TABLE-bound programs of hw/bench.py on the Verilator model and on
 the ISA simulator, and reports simulated cycles per second of wall time (simulation only,
 process start-up excluded) and whether the cycle counts agree.
 """
@@ -26,7 +26,7 @@ def _memory(program: Program) -> bytes:
 
 
 def run(ctx: BenchContext) -> list[Table]:
-    from hw.bench import long_program, vector_program
+    from hw.bench import long_program, table_program, vector_program
     from hw.simulation import build, run_program
     from sim.isa_sim import IsaSim
 
@@ -40,7 +40,8 @@ def run(ctx: BenchContext) -> list[Table]:
     table.notes.append(f"model build (or cache lookup): {time.perf_counter() - t:.1f} s")
     reps = 100 if ctx.quick else 1000
     for label, make_program in (("MATMUL-bound (DMA streaming alongside)", long_program),
-                                ("VPU-bound (VALU, VRESCALE, VPOOL)", vector_program)):
+                                ("VPU-bound (VALU, VRESCALE, VPOOL)", vector_program),
+                                ("TABLE-bound (int16 interpolated lookups)", table_program)):
         ctx.log(f"[rtl] {label}")
         program = Program(config, make_program(config, reps if make_program is long_program else reps // 10))
         memory = _memory(program)

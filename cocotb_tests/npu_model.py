@@ -48,48 +48,80 @@ class Model:
         return self
 
     # -- instructions ----------------------------------------------------------------------
-    def _ext_word(self, addr: int) -> np.ndarray:
-        return self.ext[addr:addr + self.bus]
+    # DMA: the doc's pseudocode, byte by byte (word mode is E = BUS, stride0 = BUS).
+    def _dma_unit(self, v: dict) -> tuple[int, int]:
+        return (v["elem"], v["stride0"]) if v["elem"] else (self.bus, self.bus)
+
+    def _ext_bytes(self, addr: int, n: int) -> bytes:
+        """External bytes (memory past the image reads as zero)."""
+        data = self.ext[addr:addr + n].tobytes()
+        return data + bytes(n - len(data))
 
     def dma_load(self, v: dict) -> None:
         bus = self.bus
-        pad = np.full(bus, v["pad_value"], np.uint8)
+        e, s0 = self._dma_unit(v)
+        k = -(-(v["pad_b0"] + v["len0"] + v["pad_a0"]) * e // bus)
         out = []
         for p in range(v["len2"]):
-            for line in range(-v["pad_b1"], v["len1"] + v["pad_a1"]):
-                for w in range(-v["pad_b0"], v["len0"] + v["pad_a0"]):
-                    if 0 <= line < v["len1"] and 0 <= w < v["len0"]:
-                        out.append(self._ext_word(v["ext_addr"] + p * v["stride2"] + line * v["stride1"] + w * bus))
-                    else:
-                        out.append(pad)
+            for line_no in range(-v["pad_b1"], v["len1"] + v["pad_a1"]):
+                line = bytearray([v["pad_value"]] * (k * bus))
+                if 0 <= line_no < v["len1"]:
+                    for w in range(v["len0"]):
+                        a = v["ext_addr"] + p * v["stride2"] + line_no * v["stride1"] + w * s0
+                        line[(v["pad_b0"] + w) * e:(v["pad_b0"] + w + 1) * e] = self._ext_bytes(a, e)
+                out += [line[j * bus:(j + 1) * bus] for j in range(k)]
         if out:
-            self.words(v["sram"])[v["sram_addr"]:v["sram_addr"] + len(out)] = np.array(out)
+            words = np.frombuffer(b"".join(out), np.uint8).reshape(-1, bus)
+            self.words(v["sram"])[v["sram_addr"]:v["sram_addr"] + len(out)] = words
 
     def dma_store(self, v: dict) -> None:
         bus = self.bus
+        e, s0 = self._dma_unit(v)
+        k = -(-v["len0"] * e // bus)
         src = v["sram_addr"]
         words = self.words(Sram.ASRAM)
         for p in range(v["len2"]):
-            for line in range(v["len1"]):
+            for line_no in range(v["len1"]):
+                line = words[src:src + k].tobytes()
+                src += k
                 for w in range(v["len0"]):
-                    addr = v["ext_addr"] + p * v["stride2"] + line * v["stride1"] + w * bus
-                    self.ext[addr:addr + bus] = words[src]
-                    src += 1
+                    a = v["ext_addr"] + p * v["stride2"] + line_no * v["stride1"] + w * s0
+                    if a + e > self.ext.size:
+                        self.ext = np.concatenate([self.ext, np.zeros(a + e - self.ext.size, np.uint8)])
+                    self.ext[a:a + e] = np.frombuffer(line[w * e:(w + 1) * e], np.uint8)
 
     def matmul(self, v: dict) -> None:
-        rows = self.cfg.array_rows
+        rows, cols = self.cfg.array_rows, self.cfg.array_cols
         n0, n1 = v["n0"], v["n1"]
         if n0 * n1 == 0:
             return
-        w = self.srams["wsram"][v["w_addr"]:v["w_addr"] + rows].view(np.int8).astype(np.int64) - v["w_zp"]
+        wide = v["a_type"] == 1                           # INT16 inputs, INT48 accumulators
+        p = 2 if wide else 1
+        wsram = self.srams["wsram"]
+        if v["w_type"] == 1:                              # INT4: nibble k*COLS + n, low nibble first
+            packed = wsram[v["w_addr"]:v["w_addr"] + rows // 2].reshape(-1)
+            nib = np.empty(rows * cols, np.int64)
+            nib[0::2], nib[1::2] = packed & 0xF, packed >> 4
+            w = (np.where(nib > 7, nib - 16, nib)).reshape(rows, cols) - v["w_zp"]
+        else:
+            w = wsram[v["w_addr"]:v["w_addr"] + rows].view(np.int8).astype(np.int64) - v["w_zp"]
         idx = (v["a_addr"] + np.arange(n1)[:, None] * v["a_stride1"] + np.arange(n0)[None, :] * v["a_stride0"]).ravel()
-        a = self.srams["asram"][idx].view(np.int8).astype(np.int64) - v["a_zp"]
+        vec = np.concatenate([self.srams["asram"][idx + j] for j in range(p)], axis=1)
+        a = vec.view("<i2" if wide else np.int8).astype(np.int64) - v["a_zp"]
         acc = self.srams["acc"].view("<i4")
-        r = slice(v["acc_addr"], v["acc_addr"] + n0 * n1)
         total = a @ w
+        r = np.arange(n0 * n1) * p + v["acc_addr"]
+        if not wide:
+            if v["accumulate"]:
+                total = total + acc[r]
+            acc[r] = total.astype(np.int64).astype(np.int32)      # int32 wrapping
+            return
         if v["accumulate"]:
-            total = total + acc[r]
-        acc[r] = total.astype(np.int64).astype(np.int32)      # int32 wrapping
+            total = total + acc[r].astype(np.int64) % (1 << 32) + (acc[r + 1].astype(np.int64) % (1 << 16) << 32)
+        total %= 1 << 48                                          # int48 wrapping
+        acc[r] = (total % (1 << 32)).astype(np.uint32).view(np.int32)
+        high = total >> 32
+        acc[r + 1] = np.where(high >= 1 << 15, high - (1 << 16), high).astype(np.int32)
 
     def act(self, v: dict) -> None:
         count = v["count"]

@@ -11,7 +11,7 @@ from isa.instructions import ErrorCode
 from isa.program import Program
 from hw.simulation import run_program
 
-from cocotb_tests import test_rtl_dma, test_rtl_mxu, test_rtl_errors, test_rtl_vpu
+from cocotb_tests import dma_programs, test_rtl_dma, test_rtl_mxu, test_rtl_errors, test_rtl_vpu
 from cocotb_tests.rtl_harness import assert_memory_equal, assert_rows_equal, place_program
 
 CFG = SMALL_CONFIG
@@ -21,6 +21,13 @@ def dma_program(rng):
     instrs = [test_rtl_dma.random_load(rng, int(rng.integers(0, 3))) for _ in range(20)]
     instrs += [test_rtl_dma.random_store(rng) for _ in range(5)]
     return instrs + [make("HALT")], test_rtl_dma.random_memory(rng)
+
+
+def dma_elem_program(rng):
+    """Element-mode loads and stores (cocotb_tests/dma_programs.py), word-mode ones mixed in."""
+    instrs = dma_programs.random_program(rng, CFG, count=20, word_rate=0.25,
+                                         word_load=test_rtl_dma.random_load, word_store=test_rtl_dma.random_store)
+    return instrs + [make("HALT")], dma_programs.random_memory(rng)
 
 
 def mxu_program(rng):
@@ -40,7 +47,7 @@ def error_program(rng):
     return test_rtl_errors.around(bad), test_rtl_errors.memory()
 
 
-@pytest.mark.parametrize("kind", ["dma", "mxu", "vpu", "error"])
+@pytest.mark.parametrize("kind", ["dma", "dma_elem", "mxu", "vpu", "error"])
 def test_rtl_matches_isa_sim(small_rtl, kind):
     from sim.isa_sim import IsaSim
 

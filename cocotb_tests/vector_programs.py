@@ -188,11 +188,39 @@ def random_act(rng, cfg, half: int):
                 double_round=int(rng.random() < 0.5))
 
 
-GENERATORS = {"VALU": random_valu, "VRESCALE": random_vrescale, "VPOOL": random_vpool, "ACT": random_act}
+def random_table(rng, cfg, half: int):
+    """TABLE: now and then a LOAD of source-half ASRAM rows into TSRAM (anywhere), else an
+    INT8 lookup (a table anywhere in TSRAM) or an INT16 one (t_addr 0) from ASRAM or ACC."""
+    from isa.instructions import TSRAM_BYTES, TableMode
+    from isa.vector import TABLE_TYPES, table_rows
+
+    tsram_rows = TSRAM_BYTES // cfg.bus_bytes
+    n0, n1 = int(rng.integers(1, 7)), int(rng.integers(1, 3))
+    if rng.random() < 0.2:
+        addr, s0, s1 = _place(rng, cfg, ASRAM, half, 1, n0, n1)
+        if addr < 0:
+            addr, s0, s1 = _place(rng, cfg, ASRAM, half, 1, n0, n1, strides=(0, 0))
+        return make("TABLE", mode=int(TableMode.LOAD), n0=n0, n1=n1, a_mem=ASRAM, a_addr=addr, a_stride0=s0,
+                    a_stride1=s1, t_addr=int(rng.integers(0, tsram_rows - n0 * n1 + 1)))
+    mode = TableMode(int(rng.choice([TableMode.INT8, TableMode.INT16])))
+    in_t, out_t = TABLE_TYPES[mode]
+    a_mem = int(rng.integers(0, 2))
+    addr, s0, s1 = _place(rng, cfg, a_mem, half, vector_rows(a_mem, in_t), n0, n1)
+    if addr < 0:
+        addr, s0, s1 = _place(rng, cfg, a_mem, half, vector_rows(a_mem, in_t), n0, n1, strides=(0, 0))
+    d_mem = int(rng.integers(0, 2))
+    d_addr, d_s0, d_s1 = _dest(rng, cfg, d_mem, 1 - half, vector_rows(d_mem, out_t), n0, n1)
+    return make("TABLE", mode=int(mode), n0=n0, n1=n1, a_mem=a_mem, a_addr=addr, a_stride0=s0, a_stride1=s1,
+                d_mem=d_mem, d_addr=d_addr, d_stride0=d_s0, d_stride1=d_s1,
+                t_addr=int(rng.integers(0, tsram_rows - table_rows(mode, cfg.bus_bytes) + 1)))
+
+
+GENERATORS = {"VALU": random_valu, "VRESCALE": random_vrescale, "VPOOL": random_vpool, "ACT": random_act,
+              "TABLE": random_table}
 
 
 def random_vector_instruction(rng, cfg, half: int, kinds=None, p=None):
-    kinds = kinds or ("VALU", "VRESCALE", "VPOOL", "ACT")
+    kinds = kinds or ("VALU", "VRESCALE", "VPOOL", "ACT", "TABLE")
     name = str(rng.choice(kinds, p=p))
     instr = GENERATORS[name](rng, cfg, half)
     instr.values["wait"] = int(rng.integers(0, 8)) if rng.random() < 0.3 else 0

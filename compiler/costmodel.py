@@ -44,7 +44,7 @@ def instr_timing(instr: Instruction, config: NpuConfig) -> tuple[int, int]:
     """(occupancy, busy) cycles of ``instr``."""
     if instr.name == "MATMUL":
         return matmul_timing(config.array_rows, instr.values["n0"] * instr.values["n1"])
-    if instr.name in ("DMA_LOAD", "DMA_STORE", "ACT", "VRESCALE", "VALU", "VPOOL"):
+    if instr.name in ("DMA_LOAD", "DMA_STORE", "ACT", "VRESCALE", "VALU", "VPOOL", "TABLE"):
         cycles = _model(config).duration(instr)
         return (cycles + 1, cycles + 1) if cycles else (1, 0)
     return 1, 0

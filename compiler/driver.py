@@ -21,7 +21,7 @@ from pathlib import Path
 from isa.config import DEFAULT_CONFIG, NpuConfig
 from isa.program import Program
 from tosa_ir import Graph
-from tosa_ir.errors import Unsupported
+from tosa_ir.errors import InvalidInput, Unsupported
 
 from compiler.ir import ConvLayer, CopyLayer
 from compiler.ops import Op
@@ -30,10 +30,19 @@ from compiler.passes.lowering.conv2d import constant_names, lower_conv
 from compiler.passes.lowering.copy import lower_copy
 from compiler.passes.lowering.dma import fill_name
 from compiler.passes.lowering.pool import lower_pool, pool_constants
+from compiler.passes.elementwise import EltLayer
+from compiler.passes.validate import check_graph
+from compiler.passes.control import CONTROL_OPS, inline_control_flow
+from compiler.passes.reduce import ReduceLayer
+from compiler.passes.lowering.reduce import lower_reduce
+from compiler.passes.moves import MoveLayer
+from compiler.passes.lowering.moves import lower_moves, move_constants
+from compiler.passes.lowering.elementwise import elt_constants, lower_elementwise
 from compiler.passes.loops import compress_loops
 from compiler.passes.memplan import ExtPlan, plan_memory
 from compiler.passes.pooling import PoolLayer
 from compiler.passes.schedule import Scheduled, schedule
+from compiler.passes.tap_packing import pack_taps
 from compiler.passes.tiling import ConvPlan, choose_plans, plan_candidates
 from compiler.passes.weights import pack_params, pack_weights
 from compiler.program_builder import build_program
@@ -101,10 +110,24 @@ def compile_file(path, config: NpuConfig = DEFAULT_CONFIG) -> Program:
 
 def run_pipeline(graph: Graph, config: NpuConfig = DEFAULT_CONFIG, loops: bool = True) -> Compilation:
     """Run every pass.  ``loops=False`` emits straight-line code (no LOOP instruction)."""
-    flow = build_dataflow(graph, config.bus_bytes)
-    layers = flow.layers
+    # Graph legality (passes/validate.py): the conv, pool and movement passes check their own
+    # operators; for the others, and before refusing a graph, the spec's ERROR_IFs are
+    # evaluated so an illegal graph is reported as illegal, not as unsupported.
+    try:
+        flow = build_dataflow(inline_control_flow(graph), config.bus_bytes)
+    except InvalidInput:
+        raise
+    except Exception:
+        # Unsupported, or a pass tripping over a malformed operator: an illegal graph is
+        # reported as illegal; a legal one re-raises (a compiler bug stays visible).
+        check_graph(graph)
+        raise
+    if any(isinstance(layer, (EltLayer, ReduceLayer, MoveLayer)) for layer in flow.layers) or \
+            any(op.op in CONTROL_OPS for op in graph.main.operators):
+        check_graph(graph)
+    layers = pack_taps(flow, config).layers      # few-channel strided convs: taps into lanes
     convs = [i for i, layer in enumerate(layers) if isinstance(layer, ConvLayer)]
-    candidates = [plan_candidates(layers[i], config) for i in convs]
+    candidates = [plan_candidates(layers[i], config, streaming=loops) for i in convs]
 
     constants: dict[str, bytes] = {}
     for i in convs:
@@ -118,6 +141,10 @@ def run_pipeline(graph: Graph, config: NpuConfig = DEFAULT_CONFIG, loops: bool =
             constants[fill_name(layer.pad_value)] = bytes([layer.pad_value & 0xFF]) * config.bus_bytes
         if isinstance(layer, PoolLayer):
             constants.update(pool_constants(layer, config))
+        if isinstance(layer, EltLayer):
+            constants.update(elt_constants(layer, config))
+        if isinstance(layer, MoveLayer):
+            constants.update(move_constants(layer))
     ext = plan_memory(flow, constants, config)
 
     plans: list = [None] * len(layers)
@@ -126,6 +153,12 @@ def run_pipeline(graph: Graph, config: NpuConfig = DEFAULT_CONFIG, loops: bool =
             plans[i] = CopyPlan(layer, lower_copy(layer, ext, config, i))
         elif isinstance(layer, PoolLayer):
             plans[i] = lower_pool(layer, ext, config, i)
+        elif isinstance(layer, EltLayer):
+            plans[i] = lower_elementwise(layer, flow, ext, config, i)
+        elif isinstance(layer, ReduceLayer):
+            plans[i] = lower_reduce(layer, flow, ext, config, i)
+        elif isinstance(layer, MoveLayer):
+            plans[i] = lower_moves(layer, flow, ext, config, i)
     copies = sum(len(plan.ops) for plan in plans if plan is not None)
 
     # With loops, try the fastest plans first: looped, they usually fit.  Else (or when they

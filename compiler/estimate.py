@@ -2,9 +2,9 @@
 
 Cycles come from the RTL's cycle model (sim/npu_timing.py) when it is available, else from
 the compiler's own scheduling model (compiler/costmodel.py); the table says which.  A
-layer's cycles are the span from its first instruction's issue to its last one's end, so
-overlapping layers share cycles; the total is the whole run's (program boot included),
-not the sum of layers.
+layer is charged the cycles from the completion of the layers before it (the last cycle
+any of their instructions ends) to its own completion, so overlapping work counts once and
+the rows add up to the total less the final HALT (the first layer includes the program boot).
 
     python -m compiler.estimate MODEL.tosa [--config small|default|FILE.json] [--per-layer]
 
@@ -121,6 +121,12 @@ def estimate_compilation(compilation: Compilation) -> Estimate:
             first[op.layer] = True
             est.start, est.end = start, end
         est.start, est.end = min(est.start, start), max(est.end, end)
+    # Layers overlap (loads of one start while the previous one computes): charge each the
+    # cycles from the completion of the layers before it to its own, so rows add up.
+    done = 0
+    for est in layers:
+        est.end = max(est.end, done)
+        est.start, done = done, est.end
     return Estimate(layers, total, source, config)
 
 

@@ -11,12 +11,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from isa import dma
 from isa.config import NpuConfig
 from isa.encoding import Instruction, make
-from isa.instructions import Sram, Unit, VecMem
-from isa.vector import PARAM_ROWS, operands
+from isa.instructions import Sram, TableMode, Unit, VecMem
+from isa.vector import PARAM_ROWS, operands, table_rows
 
-from compiler.costmodel import dma_words, instr_timing
+from compiler.costmodel import instr_timing
 
 Access = tuple[str, int, int]     # (memory, lo, hi)
 
@@ -45,10 +46,9 @@ def new_op(config: NpuConfig, layer: int, name: str, **fields: int) -> Op:
 
 
 def _ext_range(v: dict, bus: int) -> Access:
-    if not (v["len0"] and v["len1"] and v["len2"]):
-        return ("EXT", 0, 0)
-    last = v["ext_addr"] + (v["len2"] - 1) * v["stride2"] + (v["len1"] - 1) * v["stride1"] + v["len0"] * bus
-    return ("EXT", v["ext_addr"], last)
+    """External bytes a DMA touches (word or element mode: isa/dma.py)."""
+    span = dma.ext_span(v, bus)
+    return ("EXT", 0, 0) if span is None else ("EXT", *span)
 
 
 def footprint(instr: Instruction, config: NpuConfig) -> tuple[list[Access], list[Access]]:
@@ -57,10 +57,11 @@ def footprint(instr: Instruction, config: NpuConfig) -> tuple[list[Access], list
     name = instr.name
     if name == "DMA_LOAD":
         sram = Sram(v["sram"]).name
-        return [_ext_range(v, config.bus_bytes)], [(sram, v["sram_addr"], v["sram_addr"] + dma_words(v))]
+        words = dma.sram_words(v, config.bus_bytes, store=False)
+        return [_ext_range(v, config.bus_bytes)], [(sram, v["sram_addr"], v["sram_addr"] + words)]
     if name == "DMA_STORE":
-        count = v["len0"] * v["len1"] * v["len2"]
-        return [("ASRAM", v["sram_addr"], v["sram_addr"] + count)], [_ext_range(v, config.bus_bytes)]
+        words = dma.sram_words(v, config.bus_bytes, store=True)
+        return [("ASRAM", v["sram_addr"], v["sram_addr"] + words)], [_ext_range(v, config.bus_bytes)]
     if name == "MATMUL":
         n = v["n0"] * v["n1"]
         last = v["a_addr"] + max(v["n1"] - 1, 0) * v["a_stride1"] + max(v["n0"] - 1, 0) * v["a_stride0"]
@@ -79,7 +80,7 @@ def footprint(instr: Instruction, config: NpuConfig) -> tuple[list[Access], list
     return [], []
 
 
-VECTOR_OPS = ("VRESCALE", "VALU", "VPOOL")
+VECTOR_OPS = ("VRESCALE", "VALU", "VPOOL", "TABLE")
 _VEC_MEMS = {int(VecMem.ASRAM): "ASRAM", int(VecMem.ACC): "ACC", int(VecMem.PSRAM): "PSRAM"}
 
 
@@ -87,6 +88,8 @@ def _vector_footprint(name: str, v: dict, config: NpuConfig) -> tuple[list[Acces
     """Footprint of a VRESCALE, VALU or VPOOL from isa/vector.py's operand rules (PSRAM rows
     in bus words, like ACT's parameters)."""
     wpr = config.words_per_wide_row
+    if name == "TABLE":
+        return _table_footprint(v, config)
     sources, dst = operands(name, v)
     reads: list[Access] = []
     if name == "VRESCALE":      # the parameter rows are always read
@@ -103,3 +106,22 @@ def _vector_footprint(name: str, v: dict, config: NpuConfig) -> tuple[list[Acces
 
     reads += [access(o) for o in sources]
     return reads, [access(dst)]
+
+
+def _table_footprint(v: dict, config: NpuConfig) -> tuple[list[Access], list[Access]]:
+    """TABLE: a LOAD reads ASRAM rows and writes TSRAM rows; a lookup reads its input, the
+    table's TSRAM rows, and writes its output (isa/instructions.py TABLE)."""
+    n0, n1 = v["n0"], v["n1"]
+    if n0 * n1 == 0:
+        return [], []
+    if v["mode"] == TableMode.LOAD:
+        last = v["a_addr"] + (n1 - 1) * v["a_stride1"] + (n0 - 1) * v["a_stride0"]
+        return [("ASRAM", v["a_addr"], last + 1)], [("TSRAM", v["t_addr"], v["t_addr"] + n0 * n1)]
+    (src,), dst = operands("TABLE", v)
+
+    def access(o) -> Access:
+        lo = v[f"{o.prefix}_addr"]
+        return (_VEC_MEMS[int(o.mem)], lo, lo + o.last_offset(n0, n1) + 1)
+
+    table = ("TSRAM", v["t_addr"], v["t_addr"] + table_rows(v["mode"], config.bus_bytes))
+    return [table, access(src)], [access(dst)]

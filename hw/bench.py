@@ -1,11 +1,12 @@
 """RTL simulation speed: ``python -m hw.bench [--config small|default] [--reps N]
-[--program matmul|vector]``.
+[--program matmul|vector|table]``.
 
 Builds the Verilator model (reporting the build time when it was not cached) and runs a long
 MATMUL-bound program (weights, activations and results streaming through DMA while the MXU
 works, then ACT and a store) or, with ``--program vector``, a VPU-bound one (VALU, VRESCALE,
-VPOOL), reporting simulated cycles per second of wall time (simulation only, process
-start-up excluded) and checking the cycle count against sim/npu_timing.py.
+VPOOL), or with ``--program table`` a TABLE-bound one (int16 interpolated lookups),
+reporting simulated cycles per second of wall time (simulation only, process start-up
+excluded) and checking the cycle count against sim/npu_timing.py.
 """
 from __future__ import annotations
 
@@ -73,6 +74,36 @@ def vector_program(cfg, reps: int):
     return instrs
 
 
+def table_program(cfg, reps: int):
+    """A TABLE-bound program: install a (random) int16 table, then per repetition an int16
+    interpolated lookup of n vectors from ASRAM into ASRAM (4 result rows each) and one from
+    ACC into ACC."""
+    from isa.instructions import TSRAM_BYTES, TableMode, VecMem
+
+    n = min(1024, cfg.acc_rows, cfg.asram_rows // 8)
+    t_rows = TSRAM_BYTES // cfg.bus_bytes
+    ASRAM, ACC, INT16 = int(VecMem.ASRAM), int(VecMem.ACC), int(TableMode.INT16)
+    instrs = [
+        make("DMA_LOAD", sram=int(Sram.ASRAM), sram_addr=0, ext_addr=0x10000, len0=t_rows, len1=1, len2=1),
+        make("TABLE", mode=int(TableMode.LOAD), n0=t_rows, n1=1, a_mem=ASRAM, a_stride0=1, wait=1),
+        make("DMA_LOAD", sram=int(Sram.ASRAM), sram_addr=0, ext_addr=0x14000, len0=2 * n, len1=1, len2=1, wait=4),
+    ]
+    for i in range(reps):
+        instrs += [
+            make("TABLE", mode=INT16, n0=n, n1=1, a_mem=ASRAM, a_stride0=2, d_mem=ASRAM, d_addr=2 * n, d_stride0=4,
+                 wait=1 if i == 0 else 0),
+            make("TABLE", mode=INT16, n0=n, n1=1, a_mem=ACC, a_stride0=1, d_mem=ACC, d_stride0=1),
+        ]
+    instrs += [
+        make("DMA_STORE", sram=int(Sram.ASRAM), sram_addr=2 * n, ext_addr=0x38000, len0=n, len1=1, len2=1, wait=4),
+        make("HALT"),
+    ]
+    return instrs
+
+
+PROGRAMS = {"matmul": long_program, "vector": vector_program, "table": table_program}
+
+
 def main(argv=None) -> None:
     from hw.simulation import build, run_program
     from sim.npu_timing import TimingModel
@@ -81,8 +112,8 @@ def main(argv=None) -> None:
     parser.add_argument("--config", choices=["small", "default"], default="default")
     parser.add_argument("--reps", type=int, default=100, help="MATMULs of 1024 vectors")
     parser.add_argument("--progress", type=int, default=0, help="log the cycle count every N cycles")
-    parser.add_argument("--program", choices=["matmul", "vector"], default="matmul",
-                        help="MATMUL-bound (default) or VPU-bound program")
+    parser.add_argument("--program", choices=sorted(PROGRAMS), default="matmul",
+                        help="MATMUL-bound (default), VPU-bound or TABLE-bound program")
     args = parser.parse_args(argv)
     cfg = DEFAULT_CONFIG if args.config == "default" else SMALL_CONFIG
 
@@ -90,7 +121,7 @@ def main(argv=None) -> None:
     build_dir = build(cfg)
     print(f"model: {build_dir} ({time.perf_counter() - t:.1f} s to build or find)")
 
-    instrs = (long_program if args.program == "matmul" else vector_program)(cfg, args.reps)
+    instrs = PROGRAMS[args.program](cfg, args.reps)
     program = Program(cfg, instrs)
     mem = bytearray(0x3C000)
     image = program.memory_image({})

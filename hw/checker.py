@@ -6,16 +6,19 @@ any unit sees it; units never fail.  Rules (isa/instructions.py docs):
 
 * PC past the program: PC_OVERFLOW (the word fetched there is not looked at);
 * unknown opcode, non-zero reserved bits, an illegal ``sram``: ILLEGAL_INSTRUCTION;
-* DMA: DMA_MISALIGNED, then DMA_OUT_OF_RANGE (only if a word is transferred), then
-  SRAM_OVERFLOW (only if a scratchpad word is touched);
-* MATMUL: SRAM_OVERFLOW for the weight tile (always) and, when ``n0*n1 > 0``, for the last
-  ASRAM row read and the ACC rows written;
+* DMA: ILLEGAL_INSTRUCTION for a bad ``elem`` (or word mode with ``stride0 != 0``), then
+  DMA_MISALIGNED, DMA_OUT_OF_RANGE (only if an element is transferred), SRAM_OVERFLOW
+  (only if a scratchpad word is touched), in word or element mode (isa/dma.py);
+* MATMUL: SRAM_OVERFLOW for the weight tile (always; ROWS/2 rows for INT4 weights) and,
+  when ``n0*n1 > 0``, for the last ASRAM row read (an INT16 vector's second row) and the
+  ACC rows written (two per INT16 result);
 * ACT: SRAM_OVERFLOW for the three parameter rows (always) and, when ``count > 0``, for
   the ACC rows read and the ASRAM rows written;
 * LOOP: ILLEGAL_INSTRUCTION if ``body == 0``, the body runs past the program, ``loop_full``
   (LOOP_DEPTH loops active), or the body ends past ``loop_end`` (one past the innermost
   active body; PROG_LEN when no loop is active).
-* VRESCALE, VALU, VPOOL: hw/vpu_check.py (illegal enum values, then SRAM_OVERFLOW).
+* VRESCALE, VALU, VPOOL: hw/vpu_check.py (illegal enum values, then SRAM_OVERFLOW);
+  TABLE: hw/table_check.py (the same order).
 
 Address fields are checked at their effective values (field + ``offsets`` of the active
 loops, hw/loop.py), which ``word_eff`` carries to the units (truncated to the field widths:
@@ -29,9 +32,13 @@ from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
 from isa.config import NpuConfig
-from isa.instructions import BY_NAME, INSTR_BITS, INSTRUCTIONS, OPCODE_BITS, ErrorCode, Sram
+from isa.instructions import DMA_ELEM_SIZES
+from isa import matmul
+from isa.instructions import (BY_NAME, INSTR_BITS, INSTRUCTIONS, OPCODE_BITS, ErrorCode, MatmulAType,
+                              MatmulWType, Sram)
 from hw.decode import RESERVED, instr_layout
 from hw.loop import effective_fields, offsets_layout
+from hw.table_check import table_errors
 from hw.vpu_check import CHECKED as VECTOR_CHECKED, vector_errors
 
 CODE_BITS = 8
@@ -78,16 +85,30 @@ class InstrChecker(wiring.Component):
         align_bits = bus.bit_length() - 1
         code = self.code
 
-        def dma_checks(v, count, legal_sram):
-            """DMA priority chain; ``count``: scratchpad words touched."""
-            misaligned = (v.ext_addr[:align_bits] | v.stride1[:align_bits] | v.stride2[:align_bits]) != 0
+        def dma_checks(v, store):
+            """DMA priority chain, both modes (isa/dma.py: word mode is E = BUS, stride0 = BUS)."""
+            word_mode = v.elem == 0
+            legal = ((v.sram == Sram.ASRAM) if store else (v.sram <= max(Sram)))
+            legal &= ((v.elem == 0) & (v.stride0 == 0)) | Cat(*[v.elem == e for e in DMA_ELEM_SIZES]).any()
+            esize = Mux(word_mode, bus, v.elem)                         # E
+            eshift = Mux(word_mode, align_bits, 0)                      # log2(E)
+            for k, e in enumerate(DMA_ELEM_SIZES):
+                eshift = Mux(v.elem == e, e.bit_length() - 1, eshift)
+            mask_bits = max(align_bits, max(DMA_ELEM_SIZES).bit_length() - 1)
+            misaligned = ((v.ext_addr[:mask_bits] | v.stride0[:mask_bits] | v.stride1[:mask_bits]
+                           | v.stride2[:mask_bits]) & (esize - 1)[:mask_bits]) != 0
             moves = (v.len0 != 0) & (v.len1 != 0) & (v.len2 != 0)
+            inner = (v.len0 - 1)[:16] * Mux(word_mode, bus, v.stride0)
+            lowest = v.ext_addr + Mux(inner < 0, inner, 0)
             last = (v.ext_addr + (v.len2 - 1)[:16] * v.stride2 + (v.len1 - 1)[:16] * v.stride1
-                    + v.len0 * bus)
-            outside = (v.ext_addr < 0) | (last > cfg.ext_mem_bytes)
+                    + Mux(inner > 0, inner, 0) + esize)
+            outside = (lowest < 0) | (last > cfg.ext_mem_bytes)
+            elements = v.len0 if store else v.len0 + v.pad_b0 + v.pad_a0
+            line_words = ((elements << eshift) + (bus - 1)) >> align_bits       # K
+            count = v.len2 * (v.len1 if store else v.len1 + v.pad_b1 + v.pad_a1) * line_words
             depth = Mux(v.sram == Sram.ASRAM, cfg.asram_rows,
                         Mux(v.sram == Sram.WSRAM, cfg.wsram_rows, cfg.psram_rows * cfg.words_per_wide_row))
-            with m.If(~legal_sram):
+            with m.If(~legal):
                 m.d.comb += code.eq(ErrorCode.ILLEGAL_INSTRUCTION)
             with m.Elif(misaligned):
                 m.d.comb += code.eq(ErrorCode.DMA_MISALIGNED)
@@ -126,19 +147,20 @@ class InstrChecker(wiring.Component):
                         with m.If(~reserved_ok):
                             m.d.comb += code.eq(ErrorCode.ILLEGAL_INSTRUCTION)
                         with m.Else():
-                            if defn.name == "DMA_LOAD":
-                                count = (v.len2 * (v.len1 + v.pad_b1 + v.pad_a1)
-                                         * (v.len0 + v.pad_b0 + v.pad_a0))
-                                dma_checks(v, count, v.sram <= max(Sram))
-                            elif defn.name == "DMA_STORE":
-                                dma_checks(v, v.len0 * v.len1 * v.len2, v.sram == Sram.ASRAM)
+                            if defn.name in ("DMA_LOAD", "DMA_STORE"):
+                                dma_checks(v, store=defn.name == "DMA_STORE")
                             elif defn.name == "MATMUL":
                                 n = v.n0 * v.n1
+                                wide = v.a_type == MatmulAType.INT16       # P = 2 rows (isa/matmul.py)
+                                tile = Mux(v.w_type == MatmulWType.INT4,
+                                           matmul.tile_rows(cfg.array_rows, MatmulWType.INT4),
+                                           matmul.tile_rows(cfg.array_rows, MatmulWType.INT8))
                                 a_last = (v.a_addr + (v.n1 - 1)[:16] * v.a_stride1
-                                          + (v.n0 - 1)[:16] * v.a_stride0)
-                                overflow((v.w_addr < 0) | (v.w_addr + cfg.array_rows > cfg.wsram_rows)
+                                          + (v.n0 - 1)[:16] * v.a_stride0 + wide)
+                                overflow((v.w_addr < 0) | (v.w_addr + tile > cfg.wsram_rows)
                                          | ((n != 0) & ((v.a_addr < 0) | (a_last >= cfg.asram_rows)
-                                                        | (v.acc_addr < 0) | (v.acc_addr + n > cfg.acc_rows))))
+                                                        | (v.acc_addr < 0)
+                                                        | (v.acc_addr + Mux(wide, n << 1, n) > cfg.acc_rows))))
                             elif defn.name == "ACT":
                                 overflow((v.param_addr < 0) | (v.param_addr + 3 > cfg.psram_rows)
                                          | ((v.count != 0) & ((v.acc_addr < 0) | (v.acc_addr + v.count > cfg.acc_rows)
@@ -147,6 +169,12 @@ class InstrChecker(wiring.Component):
                             elif defn.name == "LOOP":
                                 with m.If(loop_illegal):
                                     m.d.comb += code.eq(ErrorCode.ILLEGAL_INSTRUCTION)
+                            elif defn.name == "TABLE":
+                                illegal, over = table_errors(cfg, v)
+                                with m.If(illegal):
+                                    m.d.comb += code.eq(ErrorCode.ILLEGAL_INSTRUCTION)
+                                with m.Elif(over):
+                                    m.d.comb += code.eq(ErrorCode.SRAM_OVERFLOW)
                             elif defn.name in VECTOR_CHECKED:
                                 illegal, over = vector_errors(cfg, defn.name, v)
                                 with m.If(illegal):

@@ -17,7 +17,8 @@ class ExtBusSignature(wiring.Signature):
     """External memory bus, one ``bus_bytes`` word per transfer, seen from the NPU.
 
     A request is accepted in a cycle with ``req_valid & req_ready``; ``req_addr`` is a byte
-    address (a multiple of ``bus_bytes``).  Writes are posted.  Read data return in order on
+    address (a multiple of ``bus_bytes``).  Writes are posted and write only the bytes whose
+    bit is set in ``req_be`` (byte n of the word: bit n; reads ignore it).  Read data return in order on
     ``resp_valid``/``resp_rdata`` exactly ``config.mem_latency`` cycles after acceptance; the
     NPU always accepts responses.
     """
@@ -30,6 +31,7 @@ class ExtBusSignature(wiring.Signature):
             "req_addr": Out(config.ext_addr_bits),
             "req_we": Out(1),
             "req_wdata": Out(bits),
+            "req_be": Out(config.bus_bytes),
             "resp_valid": In(1),
             "resp_rdata": In(bits),
         })

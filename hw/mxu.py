@@ -1,24 +1,37 @@
 """Matrix unit: a weight-stationary systolic array executing MATMUL into the accumulators.
 
-Array of ``ROWS x COLS`` processing elements; PE (k, n) holds weight ``W[k][n]`` (int8 minus
-``w_zp``: 9-bit signed).  Input lane k (int8 minus ``a_zp``: 17-bit signed) is broadcast
-along row k; partial sums move down the columns, one PE row per cycle (one register per
-PE), so column n's sum leaves the bottom row ROWS cycles after the vector entered row 0.
-Inputs are skewed (lane k delayed k cycles) so that every row sees its lane when the
-partial sum arrives; the sums of all columns leave together and need no de-skew.
+Array of ``ROWS x COLS`` processing elements; PE (k, n) holds weight ``W[k][n]`` (int8 or
+int4 minus ``w_zp``: 9-bit signed).  Input lane k (int8 or int16 minus ``a_zp``: 17-bit
+signed either way, so one multiplier serves every mode) is broadcast along row k; partial
+sums move down the columns, one PE row per cycle (one register per PE), so column n's sum
+leaves the bottom row ROWS cycles after the vector entered row 0.  Inputs are skewed
+(lane k delayed k cycles) so that every row sees its lane when the partial sum arrives;
+the sums of all columns leave together and need no de-skew.
+
+Modes (isa/matmul.py; the MATMUL doc says why): an INT16 input vector is two ASRAM rows
+read on consecutive cycles (``P = 2``).  Lanes 0 .. ROWS/2-1 come from the first row and
+enter the skew chain as usual; lanes ROWS/2 .. ROWS-1 come from the second row one cycle
+later and skip the chain's first stage, so the vector still reaches row k at t+2+k (t: its
+first read) and the array computes it in one pass; the second cycle is a bubble.  Its
+result is two ACC rows: the low word (the same 32-bit add as int32 mode, keeping the
+carry) in the vector's own slot, the high 16 bits (sign-extended to 32) in the bubble's
+slot one cycle later.  INT4 weights: the front end reads each packed WSRAM row twice
+(tile rows k and k+1) and the load picks the nibble half, so the weight wavefront is the
+same in every mode.  Every mode bit travels with its data through the pipeline, so
+back-to-back MATMULs of different modes stream without a bubble.
 
 Weights are loaded as a wavefront: the front end reads weight row k from WSRAM in the same
-cycle it reads input vector k, and row k of the array switches to the new tile exactly when
+cycle it reads input row k, and row k of the array switches to the new tile exactly when
 the new tile's first vector reaches it.  Consecutive MATMULs therefore stream back to back
 with no bubble and no second weight buffer.
 
 Front end, command taken in cycle c, ``N = n0*n1``, ``R = ROWS``: starts at s = c+1; reads
-weight rows at s .. s+R-1 and input vectors at s .. s+N-1; it accepts the next command in
-its last cycle s + max(N, R) - 1 (``ready``).  Pipeline per vector read at t: skewed inputs
-reach row k at t+2+k; the sum leaves row R-1 at t+R+2, when the ACC row (read at t+R+1 through
-a port transparent to the write port, so back-to-back updates of one row see each other) is
-added (if ``accumulate``) and written.  The unit is busy from s through the last write at
-s + N + R + 1.  MATMUL with ``N == 0`` does nothing and never makes the unit busy.
+weight rows at s .. s+R-1 and input rows at s .. s+P*N-1; it accepts the next command in
+its last cycle s + max(P*N, R) - 1 (``ready``).  Pipeline per row read at t: skewed inputs
+reach row k at t+2+k; the sum leaves row R-1 at t+R+2, when the ACC row (read at t+R+1
+through a port transparent to the write port, so back-to-back updates of one row see each
+other) is added (if ``accumulate``) and written.  The unit is busy from s through the last
+write at s + P*N + R + 1.  MATMUL with ``N == 0`` does nothing and never makes the unit busy.
 """
 from __future__ import annotations
 
@@ -33,12 +46,14 @@ from isa.instructions import LEN_BITS
 from hw.interfaces import UnitCtlSignature
 from hw.sequencer import mxu_cmd_layout
 
-ACC_BITS = 32
-PRODUCT_BITS = 17 + 9        # (int8 - int16 zero point) x (int8 - int8 zero point)
+ACC_BITS = 32                # one ACC lane
+WIDE_BITS = 48               # an int48 accumulator (two ACC rows)
+PRODUCT_BITS = 17 + 9        # (int8/int16 - int16 zero point) x (int8/int4 - int8 zero point)
 
 
 class Mxu(wiring.Component):
     def __init__(self, config: NpuConfig):
+        assert config.array_rows >= 2, "the int16 and int4 modes need at least two array rows"
         self.config = config
         bits = 8 * config.bus_bytes
         acc_aw = ceil_log2(config.acc_rows)
@@ -54,13 +69,14 @@ class Mxu(wiring.Component):
         m = Module()
         cfg = self.config
         rows, cols = cfg.array_rows, cfg.array_cols
+        half = rows // 2
         cmd = self.ctl.cmd
 
         # -- front end -------------------------------------------------------------------
         fe_active = Signal()
-        fe_count = Signal(2 * LEN_BITS)
-        fe_last = Signal(2 * LEN_BITS)        # max(N, R) - 1
-        n_total = Signal(2 * LEN_BITS)
+        fe_count = Signal(2 * LEN_BITS + 1)
+        fe_last = Signal(2 * LEN_BITS + 1)    # max(P*N, R) - 1
+        n_rows = Signal(2 * LEN_BITS + 1)     # P*N input rows
         n0 = Signal(LEN_BITS)
         i0 = Signal(LEN_BITS)
         a_stride0 = Signal.like(cmd.a_stride0)
@@ -72,60 +88,85 @@ class Mxu(wiring.Component):
         accumulate = Signal()
         a_zp = Signal.like(cmd.a_zp)
         w_zp = Signal.like(cmd.w_zp)
+        wide = Signal()                       # a_type INT16: two rows per vector, int48 results
+        w4 = Signal()                         # w_type INT4: packed tile
+        second = Signal()                     # reading the second row of an INT16 vector
 
-        vec = fe_active & (fe_count < n_total)
+        in_row = fe_active & (fe_count < n_rows)
+        vec_end = in_row & (~wide | second)   # last input row of a vector
         wrow = fe_active & (fe_count < rows)
         m.d.comb += [
-            self.asram_r.addr.eq(a_ptr),
+            self.asram_r.addr.eq(a_ptr + second),
             self.wsram_r.addr.eq(w_ptr),
             self.ctl.ready.eq(~fe_active | (fe_count == fe_last)),
         ]
         with m.If(fe_active):
-            m.d.sync += [fe_count.eq(fe_count + 1), w_ptr.eq(w_ptr + 1)]
+            m.d.sync += fe_count.eq(fe_count + 1)
+            with m.If(~w4 | fe_count[0]):     # INT4: each packed row serves two tile rows
+                m.d.sync += w_ptr.eq(w_ptr + 1)
             with m.If(fe_count == fe_last):
                 m.d.sync += fe_active.eq(0)
-        with m.If(vec):
-            m.d.sync += acc_ptr.eq(acc_ptr + 1)
+        with m.If(in_row):
+            m.d.sync += [acc_ptr.eq(acc_ptr + 1), second.eq(wide & ~second)]
+        with m.If(vec_end):
             with m.If(i0 == n0 - 1):
                 m.d.sync += [i0.eq(0), a_line.eq(a_line + a_stride1), a_ptr.eq(a_line + a_stride1)]
             with m.Else():
                 m.d.sync += [i0.eq(i0 + 1), a_ptr.eq(a_ptr + a_stride0)]
         with m.If(self.ctl.start):
             n = cmd.n0 * cmd.n1
+            pn = Mux(cmd.a_type, n << 1, n)
             m.d.sync += [
-                fe_active.eq(n != 0), fe_count.eq(0), n_total.eq(n),
-                fe_last.eq(Mux(n > rows, n, rows) - 1),
+                fe_active.eq(n != 0), fe_count.eq(0), n_rows.eq(pn),
+                fe_last.eq(Mux(pn > rows, pn, rows) - 1),
                 n0.eq(cmd.n0), i0.eq(0), a_stride0.eq(cmd.a_stride0), a_stride1.eq(cmd.a_stride1),
                 a_ptr.eq(cmd.a_addr), a_line.eq(cmd.a_addr), w_ptr.eq(cmd.w_addr),
                 acc_ptr.eq(cmd.acc_addr), accumulate.eq(cmd.accumulate),
-                a_zp.eq(cmd.a_zp), w_zp.eq(cmd.w_zp),
+                a_zp.eq(cmd.a_zp), w_zp.eq(cmd.w_zp), wide.eq(cmd.a_type), w4.eq(cmd.w_type),
+                second.eq(0),
             ]
 
         # -- weights: row k of the tile is written one cycle after its WSRAM read ---------
         a_zp_d = Signal.like(a_zp)
         w_zp_d = Signal.like(w_zp)
+        wide_d = Signal()
+        second_d = Signal()                   # the ASRAM data is the second row of a vector
+        w4_d = Signal()
         wload = Signal()
         wload_row = Signal(range(rows))
-        m.d.sync += [a_zp_d.eq(a_zp), w_zp_d.eq(w_zp), wload.eq(wrow), wload_row.eq(fe_count)]
+        m.d.sync += [a_zp_d.eq(a_zp), w_zp_d.eq(w_zp), wide_d.eq(wide), second_d.eq(in_row & second),
+                     w4_d.eq(w4), wload.eq(wrow), wload_row.eq(fe_count)]
         weights = [[Signal(signed(9), name=f"w_{k}_{n}") for n in range(cols)] for k in range(rows)]
-        new_row = [self.wsram_r.data.word_select(n, 8).as_signed() - w_zp_d for n in range(cols)]
+        wdata = self.wsram_r.data
+        # INT4: tile row k is nibbles k*COLS .. of the tile, i.e. half (k & 1) of its packed row.
+        nibble = [Mux(wload_row[0], wdata.word_select(cols + n, 4), wdata.word_select(n, 4)).as_signed()
+                  for n in range(cols)]
+        new_row = [Mux(w4_d, nibble[n], wdata.word_select(n, 8).as_signed()) - w_zp_d for n in range(cols)]
         for k in range(rows):
             with m.If(wload & (wload_row == k)):
                 m.d.sync += [weights[k][n].eq(new_row[n]) for n in range(cols)]
 
         # -- inputs: zero point, then lane k delayed k+1 cycles --------------------------
-        lanes = [self.asram_r.data.word_select(k, 8).as_signed() - a_zp_d for k in range(rows)]
+        # INT16 lane k is halfword k mod R/2 of the vector's first (k < R/2) or second row.
+        adata = self.asram_r.data
+        lanes = [Mux(wide_d, adata.word_select(k % half, 16).as_signed(), adata.word_select(k, 8).as_signed())
+                 - a_zp_d for k in range(rows)]
         a_row = []
         for k in range(rows):
             stages = [Signal(signed(17), name=f"a_{k}_{j}") for j in range(k + 1)]
             m.d.sync += stages[0].eq(lanes[k])
-            m.d.sync += [stages[j].eq(stages[j - 1]) for j in range(1, k + 1)]
+            for j in range(1, k + 1):
+                if j == 1 and k >= half:
+                    # the second row arrives a cycle late: it skips stage 0
+                    m.d.sync += stages[1].eq(Mux(second_d, lanes[k], stages[0]))
+                else:
+                    m.d.sync += stages[j].eq(stages[j - 1])
             a_row.append(stages[-1])
 
         # -- the array: partial sums move down one row per cycle -------------------------
         psum_prev = [None] * cols
         for k in range(rows):
-            width = min(ACC_BITS, PRODUCT_BITS + ceil_log2(k + 1))
+            width = min(WIDE_BITS, PRODUCT_BITS + ceil_log2(k + 1))
             row = [Signal(signed(width), name=f"psum_{k}_{n}") for n in range(cols)]
             for n in range(cols):
                 product = a_row[k] * weights[k][n]
@@ -133,23 +174,36 @@ class Mxu(wiring.Component):
             psum_prev = row
         result = psum_prev
 
-        # -- accumulate: metadata follows each vector; ACC read at R+1, write at R+2 ------
+        # -- accumulate: metadata follows each row; ACC read at R+1, write at R+2 ---------
         depth = rows + 2
         meta_valid = [Signal(name=f"mv{i}") for i in range(depth)]
         meta_row = [Signal.like(acc_ptr, name=f"mr{i}") for i in range(depth)]
         meta_acc = [Signal(name=f"ma{i}") for i in range(depth)]
-        m.d.sync += [meta_valid[0].eq(vec), meta_row[0].eq(acc_ptr), meta_acc[0].eq(accumulate)]
+        meta_hi = [Signal(name=f"mh{i}") for i in range(depth)]     # the high row of an int48
+        m.d.sync += [meta_valid[0].eq(in_row), meta_row[0].eq(acc_ptr), meta_acc[0].eq(accumulate),
+                     meta_hi[0].eq(second)]
         for i in range(1, depth):
             m.d.sync += [meta_valid[i].eq(meta_valid[i - 1]), meta_row[i].eq(meta_row[i - 1]),
-                         meta_acc[i].eq(meta_acc[i - 1])]
+                         meta_acc[i].eq(meta_acc[i - 1]), meta_hi[i].eq(meta_hi[i - 1])]
         old = self.acc_r.data
+        use_old = meta_acc[rows + 1]
+        words = []
+        for n in range(cols):
+            old_n = old.word_select(n, ACC_BITS)
+            res = Signal(signed(WIDE_BITS), name=f"res_{n}")      # the column sum, sign-extended
+            m.d.comb += res.eq(result[n])
+            # low word: the int32 sum of int32 mode, and the carry into an int48's high part
+            low = Mux(use_old, old_n, 0) + res[:ACC_BITS]
+            carry = Signal(name=f"carry_{n}")
+            res_high = Signal(WIDE_BITS - ACC_BITS, name=f"res_high_{n}")
+            m.d.sync += [carry.eq(low[ACC_BITS]), res_high.eq(res[ACC_BITS:])]
+            high = (Mux(use_old, old_n[:WIDE_BITS - ACC_BITS], 0) + res_high + carry)[:WIDE_BITS - ACC_BITS]
+            words.append(Mux(meta_hi[rows + 1], high.as_signed(), low[:ACC_BITS]).as_unsigned()[:ACC_BITS])
         m.d.comb += [
             self.acc_r.addr.eq(meta_row[rows]),
             self.acc_w.en.eq(meta_valid[rows + 1]),
             self.acc_w.addr.eq(meta_row[rows + 1]),
-            self.acc_w.data.eq(Cat(
-                (Mux(meta_acc[rows + 1], old.word_select(n, ACC_BITS).as_signed(), 0) + result[n])[:ACC_BITS]
-                for n in range(cols))),
+            self.acc_w.data.eq(Cat(*words)),
             self.ctl.busy.eq(fe_active | Cat(meta_valid).any()),
         ]
         return m

@@ -25,6 +25,7 @@ from pathlib import Path
 import numpy as np
 
 import isa
+from isa import dma
 from isa.config import NpuConfig
 from isa.instructions import ErrorCode
 from hw.csr import ADDR_WIDTH, UNITS, bit
@@ -374,9 +375,9 @@ def _store_ends(program, config: NpuConfig) -> list[int]:
         loops = [lp for lp in loops if lp[0] > pc]
         v = instr.values
         end = 0
-        if instr.name == "DMA_STORE" and v["len0"] and v["len1"] and v["len2"]:
-            end = (v["ext_addr"] + (v["len2"] - 1) * v["stride2"] + (v["len1"] - 1) * v["stride1"]
-                   + v["len0"] * config.bus_bytes + sum(offset for _, offset in loops))
+        span = dma.ext_span(v, config.bus_bytes) if instr.name == "DMA_STORE" else None
+        if span is not None:
+            end = -(-(span[1] + sum(offset for _, offset in loops)) // config.bus_bytes) * config.bus_bytes
             end = min(end, config.ext_mem_bytes)      # nothing is written past memory
         elif instr.name == "LOOP":
             loops.append((pc + 1 + v["body"], max(0, (v["count"] - 1) * v["inc_ext"])))

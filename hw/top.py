@@ -6,10 +6,14 @@ Scratchpads (Amaranth memories sized by the configuration) and who uses them:
 memory    row                  ports
 ========  ===================  ======================================================
 IMEM      one instruction      sequencer write (boot), sequencer read (fetch)
-ASRAM     array_rows int8      DMA write, VPU write, DMA read (store), MXU read, VPU reads (3)
+ASRAM     array_rows int8      DMA write, VPU write, DMA read (store), MXU read, VPU reads (3),
+                               TABLE read and write
 WSRAM     array_cols int8      DMA write, MXU read
-ACC       array_cols int32     MXU write, VPU write, MXU read (transparent), VPU reads (3)
+ACC       array_cols int32     MXU write, VPU write, MXU read (transparent), VPU reads (3),
+                               TABLE read and write
 PSRAM     array_cols int32     DMA write (bus-word granularity), VPU reads (3)
+TSRAM     bus word             in hw/table.py: one 2 KiB copy per lane, TABLE write (all
+                               copies), TABLE reads (one per copy)
 ========  ===================  ======================================================
 
 Every unit has its own ports, so units never stall each other; two units touching the same
@@ -29,12 +33,13 @@ from amaranth.lib import memory, wiring
 from amaranth.lib.wiring import In, Out
 
 from isa.config import NpuConfig
-from isa.instructions import INSTR_BITS
+from isa.instructions import BY_NAME, INSTR_BITS, OPCODE_BITS
 from hw.csr import ADDR_WIDTH, CsrBlock
 from hw.dma import Dma
 from hw.interfaces import CsrBusSignature, ExtBusSignature
 from hw.mxu import ACC_BITS, Mxu
 from hw.sequencer import Sequencer
+from hw.table import Table
 from hw.vpu import Vpu
 
 
@@ -65,6 +70,7 @@ class Npu(wiring.Component):
         m.submodules.dma = dma = Dma(cfg)
         m.submodules.mxu = mxu = Mxu(cfg)
         m.submodules.vpu = vpu = Vpu(cfg)
+        m.submodules.table = table = Table(cfg)
 
         wiring.connect(m, seq.imem_w, imem.write_port())
         wiring.connect(m, seq.imem_r, imem.read_port())
@@ -82,10 +88,21 @@ class Npu(wiring.Component):
             for port in vpu.read_ports(name):        # the VPU's operand ports a, b, c
                 wiring.connect(m, port, memory_.read_port())
         wiring.connect(m, dma.psram_w, psram.write_port(granularity=bus_bits))
+        wiring.connect(m, table.asram_r, asram.read_port())
+        wiring.connect(m, table.acc_r, acc.read_port())
+        wiring.connect(m, table.asram_w, asram.write_port())
+        wiring.connect(m, table.acc_w, acc.write_port())
 
         wiring.connect(m, seq.dma, dma.ctl)
         wiring.connect(m, seq.mxu, mxu.ctl)
-        wiring.connect(m, seq.vpu, vpu.ctl)
+        # TABLE shares the vector unit's sequencer port: one VPU in the wait mask and the
+        # busy counters, ready when both are (each is ready only when idle).
+        is_table = seq.vpu.cmd.word[:OPCODE_BITS] == BY_NAME["TABLE"].opcode
+        m.d.comb += [
+            vpu.ctl.cmd.eq(seq.vpu.cmd), table.ctl.cmd.eq(seq.vpu.cmd),
+            vpu.ctl.start.eq(seq.vpu.start & ~is_table), table.ctl.start.eq(seq.vpu.start & is_table),
+            seq.vpu.ready.eq(vpu.ctl.ready & table.ctl.ready), seq.vpu.busy.eq(vpu.ctl.busy | table.ctl.busy),
+        ]
 
         wiring.connect(m, wiring.flipped(self.csr), csrs.bus)
         m.d.comb += [
@@ -96,7 +113,7 @@ class Npu(wiring.Component):
             csrs.stop.eq(seq.stop),
             csrs.stop_code.eq(seq.stop_code),
             csrs.stop_pc.eq(seq.stop_pc),
-            csrs.unit_busy.eq(Cat(dma.ctl.busy, mxu.ctl.busy, vpu.ctl.busy)),
+            csrs.unit_busy.eq(Cat(dma.ctl.busy, mxu.ctl.busy, seq.vpu.busy)),
             self.irq.eq(csrs.irq),
             self.stopped.eq(csrs.stopped),
         ]
@@ -108,7 +125,8 @@ class Npu(wiring.Component):
                          out.req_we.eq(seq.bus.req_we), out.req_wdata.eq(seq.bus.req_wdata)]
         with m.Else():
             m.d.comb += [out.req_valid.eq(dma.bus.req_valid), out.req_addr.eq(dma.bus.req_addr),
-                         out.req_we.eq(dma.bus.req_we), out.req_wdata.eq(dma.bus.req_wdata)]
+                         out.req_we.eq(dma.bus.req_we), out.req_wdata.eq(dma.bus.req_wdata),
+                         out.req_be.eq(dma.bus.req_be)]      # the boot loader only reads
         for unit_bus in (seq.bus, dma.bus):
             m.d.comb += [unit_bus.req_ready.eq(out.req_ready), unit_bus.resp_valid.eq(out.resp_valid),
                          unit_bus.resp_rdata.eq(out.resp_rdata)]

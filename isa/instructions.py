@@ -130,6 +130,28 @@ class PoolMode(enum.IntEnum):
     SUM = 1
 
 
+class MatmulAType(enum.IntEnum):
+    """MATMUL input (activation) types (``a_type``); INT16 accumulates in int48."""
+
+    INT8 = 0
+    INT16 = 1
+
+
+class MatmulWType(enum.IntEnum):
+    """MATMUL weight types (``w_type``); INT4 weights are packed two per byte."""
+
+    INT8 = 0
+    INT4 = 1
+
+
+class TableMode(enum.IntEnum):
+    """What TABLE does: fill the table memory, or look up int8 / int16 vectors."""
+
+    LOAD = 0
+    INT8 = 1
+    INT16 = 2
+
+
 class Space(enum.IntEnum):
     """Address spaces.  An address field tagged with a space (``Field.space``) is offset inside
     LOOPs by that space's increment.  EXT counts bytes; the scratchpads count rows."""
@@ -150,7 +172,7 @@ class ErrorCode(enum.IntEnum):
     NONE = 0
     ILLEGAL_INSTRUCTION = 1   # unknown opcode, non-zero reserved bits, or an illegal field value
     DMA_OUT_OF_RANGE = 2      # a DMA touched external memory outside [0, ext_mem_bytes)
-    DMA_MISALIGNED = 3        # a DMA address or stride is not a whole number of bus words
+    DMA_MISALIGNED = 3        # a DMA address or stride is not a multiple of its unit (bus word or element)
     SRAM_OVERFLOW = 4         # an access ran past the end of a scratchpad
     PROGRAM_TOO_LARGE = 5     # the program does not fit in the instruction memory
     PC_OVERFLOW = 6           # execution ran off the end of the program without HALT
@@ -239,9 +261,25 @@ def _dma_common() -> tuple[Field, ...]:
     )
 
 
+DMA_ELEM_SIZES = (1, 2, 4, 8)   # legal non-zero values of the DMA `elem` field (bytes)
+
+
+def _dma_elem() -> tuple[Field, ...]:
+    """Element mode, appended after the older fields so word-mode encodings are unchanged."""
+    return (
+        Field("elem", 4, doc="0: word mode; 1, 2, 4, 8: element mode with elements of that many bytes"),
+        Field("stride0", STRIDE_BITS, signed=True,
+              doc="element mode: external bytes from one element of a line to the next (word mode: 0)"),
+    )
+
+
 # -- vector-unit operands (VRESCALE, VALU, VPOOL) ---------------------------------------------
 VEC_ADDR_BITS = 16     # vector operands address the first 2**16 rows of a memory
 VEC_ZP_BITS = 17       # zero points and clamps of 8/16-bit signed and unsigned types
+
+
+TSRAM_BYTES = 2048     # TABLE's table memory: 512 int16 pairs (isa/vector.py: table_rows)
+TABLE_ADDR_BITS = 12   # TSRAM rows (2048 / BUS, BUS >= 1)
 
 
 def _vec_loops() -> tuple[Field, ...]:
@@ -343,63 +381,121 @@ Errors: ILLEGAL_INSTRUCTION (even when count == 0) if body == 0; if pc + body >=
 number of instructions (the body runs past the program); if LOOP_DEPTH loops are already
 active; or if pc + body is past the last instruction of the innermost active loop's body."""),
     InstrDef("DMA_LOAD", 8, Unit.DMA, _dma_common() + (
-        Field("pad_b0", PAD_BITS, doc="pad words before each line"),
-        Field("pad_a0", PAD_BITS, doc="pad words after each line"),
+        Field("pad_b0", PAD_BITS, doc="pad words (element mode: elements) before each line"),
+        Field("pad_a0", PAD_BITS, doc="pad words (element mode: elements) after each line"),
         Field("pad_b1", PAD_BITS, doc="pad lines before each plane"),
         Field("pad_a1", PAD_BITS, doc="pad lines after each plane"),
-        Field("pad_value", 8, doc="byte written to every byte of a pad word"),
-    ), doc="""\
+        Field("pad_value", 8, doc="byte written to every pad byte"),
+    ) + _dma_elem(), doc="""\
 Copy a 3-D strided region of external memory into a scratchpad, surrounding each plane
-with pad words.  Scratchpad words are written consecutively from `sram_addr`:
+with padding.  `elem` chooses the unit a line is made of:
+
+* word mode (elem = 0): a line is len0 bus words; below, E = BUS and stride0 reads as
+  BUS (the field itself must be 0).
+* element mode (elem = 1, 2, 4, 8): a line is len0 elements of E = elem bytes, `stride0`
+  bytes apart (signed: negative walks backwards, as for REVERSE; 0 repeats one element);
+  `ext_addr` and every stride need only be multiples of E.
+
+Each line, its pad_b0 + len0 + pad_a0 elements packed one after the other (little-endian
+bytes as in memory), fills K = ceil((pad_b0+len0+pad_a0)*E / BUS) consecutive scratchpad
+words from a fresh word; bytes of the last word past the line's end are pad_value (word
+mode: K = pad_b0+len0+pad_a0, nothing is left over).  So a line is a run of K rows:
 
     dst = sram_addr
     for p in 0 .. len2-1:
       for l in -pad_b1 .. len1+pad_a1-1:
-        for w in -pad_b0 .. len0+pad_a0-1:
-          if 0 <= l < len1 and 0 <= w < len0:
-            SRAM[dst] = EXT[ext_addr + p*stride2 + l*stride1 + w*BUS : +BUS]
-          else:
-            SRAM[dst] = pad_value repeated BUS times
-          dst += 1
+        line = pad_value repeated K*BUS times
+        if 0 <= l < len1:
+          for w in 0 .. len0-1:
+            a = ext_addr + p*stride2 + l*stride1 + w*stride0
+            line[(pad_b0+w)*E : +E] = EXT[a : a+E]
+        for j in 0 .. K-1:
+          SRAM[dst] = line[j*BUS : (j+1)*BUS]; dst += 1
 
 ASRAM and WSRAM words are rows; ACC-wide memories (PSRAM) take several words per row,
-lowest lanes first.  Errors: DMA_MISALIGNED if ext_addr, stride1 or stride2 is not a
-multiple of BUS; DMA_OUT_OF_RANGE if any external word read lies outside memory;
-SRAM_OVERFLOW if dst passes the end of the scratchpad; ILLEGAL_INSTRUCTION for sram=3.
-Errors are detected before any word is transferred."""),
-    InstrDef("DMA_STORE", 9, Unit.DMA, _dma_common(), doc="""\
-Copy consecutive scratchpad words to a 3-D strided region of external memory:
+lowest lanes first.  int8/uint8/bool elements take 1 byte, int16 2, int32 4, int48 8 (in
+external memory an int48 value is stored sign-extended to 64 bits, as isa/layout.py packs
+the int64 host arrays).  Errors: ILLEGAL_INSTRUCTION for sram = 3, elem not in 0, 1, 2,
+4, 8, or elem = 0 with stride0 != 0; DMA_MISALIGNED if ext_addr, stride0, stride1 or
+stride2 is not a multiple of E; DMA_OUT_OF_RANGE if len0*len1*len2 > 0 and a byte read
+lies outside memory: the lowest is ext_addr + min(0, (len0-1)*stride0), the highest
+ext_addr + (len2-1)*stride2 + (len1-1)*stride1 + max(0, (len0-1)*stride0) + E - 1;
+SRAM_OVERFLOW if dst passes the end of the scratchpad.  Errors are detected before any
+word is transferred.  Timing: one element (E > BUS: one bus word of it) per cycle, pad
+elements included (sim/npu_timing.py)."""),
+    InstrDef("DMA_STORE", 9, Unit.DMA, _dma_common() + _dma_elem(), doc="""\
+Copy scratchpad lines to a 3-D strided region of external memory (modes, E and K as in
+DMA_LOAD, with no padding: K = ceil(len0*E / BUS) words per line):
 
     src = sram_addr
     for p in 0 .. len2-1:
       for l in 0 .. len1-1:
+        line = SRAM[src] .. SRAM[src+K-1] (bytes, concatenated); src += K
         for w in 0 .. len0-1:
-          EXT[ext_addr + p*stride2 + l*stride1 + w*BUS : +BUS] = SRAM[src]; src += 1
+          a = ext_addr + p*stride2 + l*stride1 + w*stride0
+          EXT[a : a+E] = line[w*E : +E]
 
-Only ASRAM can be stored (sram != ASRAM is ILLEGAL_INSTRUCTION).  Other errors as
-DMA_LOAD, detected before any word is transferred."""),
+Only the element bytes are written: every other external byte keeps its value (the bus
+has byte enables).  Where elements overlap, the later one in this order wins.  Only
+ASRAM can be stored (sram != ASRAM is ILLEGAL_INSTRUCTION).  Other errors as DMA_LOAD
+(the bytes written are checked), detected before any byte is transferred."""),
     InstrDef("MATMUL", 16, Unit.MXU, (
         Field("a_addr", SRAM_ADDR_BITS, doc="ASRAM row of the first input vector", space=Space.ASRAM),
         Field("a_stride0", LEN_BITS, doc="ASRAM rows between inputs of the inner loop"),
         Field("a_stride1", SRAM_ADDR_BITS, doc="ASRAM rows between inputs of the outer loop"),
         Field("n0", LEN_BITS, doc="inner loop count (input vectors per outer step)"),
         Field("n1", LEN_BITS, doc="outer loop count"),
-        Field("w_addr", SRAM_ADDR_BITS, doc="WSRAM row of the weight tile (ROWS rows)", space=Space.WSRAM),
+        Field("w_addr", SRAM_ADDR_BITS, doc="WSRAM row of the weight tile (ROWS rows; INT4: ROWS/2)",
+              space=Space.WSRAM),
         Field("acc_addr", ACC_ADDR_BITS, doc="first ACC row written", space=Space.ACC),
         Field("accumulate", 1, doc="1: add onto ACC; 0: overwrite ACC"),
         Field("a_zp", 16, signed=True, doc="zero point subtracted from every input lane"),
         Field("w_zp", 8, signed=True, doc="zero point subtracted from every weight"),
+        Field("a_type", 1, doc="input type (INT16: int48 accumulators)", enum=MatmulAType),
+        Field("w_type", 1, doc="weight type (INT4: packed two per byte)", enum=MatmulWType),
     ), doc="""\
-Multiply input vectors by one weight tile on the systolic array, into accumulators:
+Multiply input vectors by one weight tile on the systolic array, into accumulators.
+`a_type` and `w_type` select the mode (TOSA's integer CONV2D, DEPTHWISE_CONV2D,
+TRANSPOSE_CONV2D, MATMUL and FULLY_CONNECTED modes; both 0 is int8 x int8 -> int32):
 
-    W[k][n] = int8(WSRAM[w_addr + k] lane n) - w_zp        for k < ROWS, n < COLS
+    a_type  w_type  mode                       P  tile rows  accumulators  MACs/cycle
+    INT8    INT8    8x8, int32 accumulate      1  ROWS       INT32         ROWS*COLS
+    INT8    INT4    8x4, int32 accumulate      1  ROWS/2     INT32         ROWS*COLS
+    INT16   INT8    16x8, int48 accumulate     2  ROWS       INT48         ROWS*COLS/2
+    INT16   INT4    16x4, int48 accumulate     2  ROWS/2     INT48         ROWS*COLS/2
+
+P is the ASRAM rows of one input vector and the ACC rows of one result: the INT16 and
+INT48 layouts of the vector instructions (read() below is VRESCALE's), so VRESCALE with
+in_type INT48, a_mem ACC, a_stride0 2 rescales int48 accumulators directly.
+
+    W[k][n] = w(k, n) - w_zp                                  for k < ROWS, n < COLS
+      INT8 weights: w(k, n) = int8(WSRAM[w_addr + k] lane n)
+      INT4 weights: w(k, n) = int4(nibble k*COLS + n of the tile), the tile being the
+        bytes of WSRAM rows w_addr .. w_addr + ROWS/2 - 1 in order, nibble 2j the low
+        and 2j+1 the high half of byte j (int4() sign-extends: -8 .. 7)
     for i1 in 0 .. n1-1:
       for i0 in 0 .. n0-1:
-        a[k] = int8(ASRAM[a_addr + i1*a_stride1 + i0*a_stride0] lane k) - a_zp
-        r = acc_addr + i1*n0 + i0
-        ACC[r][n] = (accumulate ? ACC[r][n] : 0) + sum_k a[k]*W[k][n]   (int32, wrapping)
+        a[k] = read(ASRAM, a_type, a_addr + i1*a_stride1 + i0*a_stride0)[k] - a_zp
+        r = acc_addr + P*(i1*n0 + i0)
+        INT8 input:  ACC[r][n] = (accumulate ? ACC[r][n] : 0) + sum_k a[k]*W[k][n]
+                                                                       (int32, wrapping)
+        INT16 input: y = (accumulate ? read(ACC, INT48, r)[n] : 0) + sum_k a[k]*W[k][n]
+                     ACC[r][n] = low 32 bits of y; ACC[r+1][n] = int32(int48(y) >> 32)
+                                        (int48 wrapping; the high row sign-extended)
 
-Errors: SRAM_OVERFLOW if any ASRAM, WSRAM or ACC row touched is past the end."""),
+Why this design.  A PE multiplies (int8 - a_zp), 17 bits, by (int8 - w_zp), 9 bits: an
+int16 input minus a 16-bit zero point has the same 17 bits, so 16x8 runs on the same
+multipliers in one pass (no low/high byte passes, no wider multipliers: one DSP block
+per PE either way); its column sums are exact and only the accumulate adder grows to 48
+bits across two ACC rows.  It runs at half rate because an int16 vector is two ASRAM
+rows and its result two ACC rows through the same single ports.  INT4 weights keep the
+int8 rate and halve the weight footprint and DMA traffic: a tile is ROWS/2 whole rows
+(full bus words), the row-major ROWS x COLS tile packed like TOSA's int4 tensors (two
+per byte, low nibble first).  TOSA requires input_zp = 0 for int16 and weight_zp = 0
+for int4; the zero points here apply in every mode anyway.
+
+Errors: SRAM_OVERFLOW if any ASRAM row read (the P rows of each input vector), WSRAM row
+of the tile or ACC row touched (P per result) is past the end."""),
     InstrDef("ACT", 24, Unit.VPU, (
         Field("acc_addr", ACC_ADDR_BITS, doc="first ACC row read", space=Space.ACC),
         Field("count", LEN_BITS, doc="rows processed"),
@@ -551,6 +647,44 @@ reciprocal_scale(count).  Padded edge windows are separate instructions with sma
 k0/k1.  Nothing happens when n0*n1*k0*k1 == 0.  Errors: ILLEGAL_INSTRUCTION for dtype
 INT48 or a_mem 3; SRAM_OVERFLOW, when n0*n1*k0*k1 > 0, for rows read or written past the
 end of their memory."""),
+    InstrDef("TABLE", 28, Unit.VPU, (
+        Field("mode", 2, doc="LOAD the table memory, or look up INT8 / INT16 vectors", enum=TableMode),
+    ) + _vec_loops() + _vec_src("a", "the input (LOAD: the table rows)") + _vec_dst() + (
+        Field("t_addr", TABLE_ADDR_BITS, doc="first TSRAM row of the table (LOAD: first row written)"),
+    ), doc=f"""\
+TOSA TABLE.  The table lives in TSRAM, the table memory: TSRAM_BYTES = {TSRAM_BYTES} bytes in
+rows of BUS bytes (one bus word, like an ASRAM row; rows 0 .. {TSRAM_BYTES}/BUS - 1), zero at
+reset; TSRAM[b] is its byte b.  (The hardware keeps one copy per lane so all COLS lanes look
+up at once; LOAD writes every copy.)  Input vectors are read, and results written, as in
+VRESCALE (read(), write() and the loops):
+
+    LOAD:   (fill TSRAM from ASRAM, where a DMA_LOAD put the table)
+      for each vector (i1, i0):
+        TSRAM row t_addr + i1*n0 + i0 = ASRAM[a_addr + i1*a_stride1 + i0*a_stride0]
+    INT8:   (256 int8 entries: entry e at byte t_addr*BUS + e)
+      for each output vector (i1, i0):
+        x = read(a_mem, INT8, a_addr + i1*a_stride1 + i0*a_stride0)
+        out[n] = int8(TSRAM[t_addr*BUS + x[n] + 128])
+        write(d_mem, INT8, d_addr + i1*d_stride1 + i0*d_stride0, out)
+    INT16:  (512 entry pairs, pair i at bytes t_addr*BUS + 4*i: int16 table[i], then
+             int16 table[i+1], little-endian; so one read gives both neighbours)
+      for each output vector (i1, i0):
+        x = read(a_mem, INT16, a_addr + i1*a_stride1 + i0*a_stride0)
+        for lane n:
+          i = (x[n] + 32768) >> 7; f = x[n] & 127
+          base = int16(TSRAM[t_addr*BUS + 4*i : +2]); next = int16(TSRAM[t_addr*BUS + 4*i + 2 : +2])
+          out[n] = (base << 7) + (next - base) * f                  (exact: fits int32)
+        write(d_mem, INT32, d_addr + i1*d_stride1 + i0*d_stride0, out)
+
+INT8 is TABLE for int8 (a 256-entry table: TSRAM byte e holds table[e]); INT16 is TABLE for
+int16 (apply_lookup_s of a 513-entry table, whose 512 pairs (table[i], table[i+1]) TSRAM
+holds), bit for bit, and defined as above where the spec's REQUIRE on the slope fails.
+A LOAD of 256/BUS rows (INT8) or {TSRAM_BYTES}/BUS rows (INT16, t_addr 0) installs a table.
+In LOAD mode the d_* fields are ignored.  Nothing happens when n0*n1 == 0.  Errors:
+ILLEGAL_INSTRUCTION for mode 3, a_mem other than ASRAM or ACC, or a_mem ACC with mode
+LOAD; SRAM_OVERFLOW, when n0*n1 > 0, for input or output rows past the end of their
+memory, or TSRAM rows past its end (LOAD: the rows written; INT8: the 256/BUS table rows
+from t_addr; INT16: the {TSRAM_BYTES}/BUS rows from t_addr)."""),
 )
 
 BY_NAME = {i.name: i for i in INSTRUCTIONS}

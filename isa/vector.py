@@ -1,4 +1,4 @@
-"""Facts about the vector-unit instructions (VRESCALE, VALU, VPOOL, and ACT's schedule) that
+"""Facts about the vector-unit instructions (VRESCALE, VALU, VPOOL, TABLE, and ACT's schedule) that
 every implementation derives from the table in isa/instructions.py: element types, how
 many rows a vector occupies, which operands an operation reads, and the cycle schedule.
 
@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from isa.instructions import VecType, PoolMode, ValuOp, VecMem
+from isa.instructions import TSRAM_BYTES, VecType, PoolMode, TableMode, ValuOp, VecMem
 
 DTYPE_BITS = {VecType.INT8: 8, VecType.INT16: 16, VecType.INT32: 32, VecType.INT48: 48,
               VecType.UINT8: 8, VecType.UINT16: 16}
@@ -32,6 +32,9 @@ VRESCALE_IN_TYPES = frozenset(VecType)
 VRESCALE_OUT_TYPES = frozenset(VecType) - {VecType.INT48}
 VALU_TYPES = frozenset({VecType.INT8, VecType.INT16, VecType.INT32})
 VPOOL_TYPES = VALU_TYPES
+# TABLE: (input type, output type) of each lookup mode, and the memories it reads.
+TABLE_TYPES = {TableMode.INT8: (VecType.INT8, VecType.INT8), TableMode.INT16: (VecType.INT16, VecType.INT32)}
+TABLE_SRC_MEMS = frozenset({VecMem.ASRAM, VecMem.ACC})
 
 MAX_ROWS = 6                 # an INT48 vector in ASRAM
 PARAM_ROWS = {"ACT": 3, "VRESCALE": 2}
@@ -128,7 +131,37 @@ def legal(name: str, v: dict) -> str | None:
     elif name == "VPOOL":
         if v["dtype"] not in set(VPOOL_TYPES):
             return f"dtype={v['dtype']} is not a VPOOL type"
+    elif name == "TABLE":
+        if v["mode"] not in set(TableMode):
+            return f"mode={v['mode']} is not a TABLE mode"
+        if v["a_mem"] not in set(TABLE_SRC_MEMS):
+            return f"a_mem={v['a_mem']}: TABLE reads ASRAM or ACC"
+        if v["mode"] == TableMode.LOAD and v["a_mem"] != VecMem.ASRAM:
+            return "a TABLE LOAD reads ASRAM (a_mem=0)"
     return None
+
+
+def table_image(mode: int, table) -> bytes:
+    """The TSRAM bytes that hold a TOSA TABLE ``table`` for lookup ``mode`` (TABLE doc): for
+    INT8 the 256 int8 entries; for INT16 the 512 little-endian int16 pairs (table[i],
+    table[i+1]) of the 513-entry table.  This is also the layout in external memory for the
+    DMA_LOAD (to ASRAM) and TABLE LOAD that install it."""
+    import numpy as np
+
+    t = np.asarray(table, dtype=np.int64).ravel()
+    if TableMode(mode) is TableMode.INT8:
+        if t.size != 256 or t.min() < -128 or t.max() > 127:
+            raise ValueError("an INT8 table has 256 entries in -128..127")
+        return t.astype(np.int8).tobytes()
+    if t.size != 513 or t.min() < -32768 or t.max() > 32767:
+        raise ValueError("an INT16 table has 513 entries in -32768..32767")
+    return np.stack([t[:-1], t[1:]], axis=1).astype("<i2").tobytes()
+
+
+def table_rows(mode: int, bus_bytes: int) -> int:
+    """TSRAM rows of a legal TABLE lookup's table (``mode`` INT8 or INT16)."""
+    size = 256 if TableMode(mode) is TableMode.INT8 else TSRAM_BYTES
+    return -(-size // bus_bytes)
 
 
 def operands(name: str, v: dict) -> tuple[list[Operand], Operand]:
@@ -148,6 +181,9 @@ def operands(name: str, v: dict) -> tuple[list[Operand], Operand]:
         window = (v["w_stride0"], v["k0"], v["w_stride1"], v["k1"])
         out = v["dtype"] if v["mode"] == PoolMode.MAX else VecType.INT32
         return [src("a", v["dtype"], window=window)], dst(out)
+    if name == "TABLE":         # lookups only (a LOAD writes TSRAM rows, not a vector)
+        in_t, out_t = TABLE_TYPES[TableMode(v["mode"])]
+        return [src("a", in_t)], dst(out_t)
     if name == "VALU":
         sig = VALU_SIGS[ValuOp(v["op"])]
         t = VecType(v["dtype"])
@@ -185,6 +221,8 @@ def schedule(name: str, v: dict) -> Schedule:
     """Schedule of a legal ACT, VRESCALE, VALU or VPOOL with field values ``v``."""
     if name == "ACT":
         return Schedule(K=PARAM_ROWS["ACT"], N=v["count"], E=1, R=1, W=1, P=1)
+    if name == "TABLE" and v["mode"] == TableMode.LOAD:     # one ASRAM row -> one TSRAM row
+        return Schedule(K=0, N=v["n0"] * v["n1"], E=1, R=1, W=1, P=1)
     reads, out = operands(name, v)
     E = v["k0"] * v["k1"] if name == "VPOOL" else 1
     R = max(op.rows for op in reads)

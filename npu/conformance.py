@@ -24,9 +24,10 @@ Verdicts, one per test:
   crash is a failure), an output whose ``meta.compliance`` mode is not ``EXACT`` (floating
   point modes need the official checker), or a test in JSON form.
 
-The report is a table per operator, then the line ``N passed, N failed`` (with ``, N
-skipped`` when some were unsupported or skipped).  Exit code 1 when a test failed, 2 when a
-DIR is unusable, else 0.
+The report is a table per operator, then the line ``N passed, N failed`` (followed by ``, N
+unsupported`` and ``, N skipped`` when there are such tests: unsupported tests are counted on
+their own, never as passes nor as skips).  Exit code 1 when a test failed, 2 when a DIR is
+unusable, else 0.
 """
 from __future__ import annotations
 
@@ -316,9 +317,10 @@ def run_tests(tests: list[tuple[str, Path]], backend: str, config=None, jobs: in
 def summary_line(results: list[TestResult]) -> str:
     counts = Counter(r.verdict for r in results)
     line = f"{counts[PASSED]} passed, {counts[FAILED]} failed"
-    skipped = counts[UNSUPPORTED] + counts[SKIPPED]
-    if skipped:
-        line += f", {skipped} skipped"
+    if counts[UNSUPPORTED]:
+        line += f", {counts[UNSUPPORTED]} unsupported"
+    if counts[SKIPPED]:
+        line += f", {counts[SKIPPED]} skipped"
     return line
 
 
@@ -375,8 +377,8 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
                     "a backend, compare outputs bit-exactly with the expected results and check "
                     "that negative tests are rejected. DIR is a test folder or a folder searched "
                     "recursively for desc.json. Prints a table per operator and, last, "
-                    "'N passed, N failed' (', N skipped' when some were unsupported or not "
-                    "judged). Exit code 1 when a test failed, 2 for an unusable DIR.")
+                    "'N passed, N failed' (then ', N unsupported' and ', N skipped' when some "
+                    "were unsupported or not judged). Exit code 1 when a test failed, 2 for an unusable DIR.")
     p.add_argument("dirs", nargs="+", metavar="DIR", help="test folder(s) or folder(s) of tests")
     p.add_argument("--backend", choices=BACKENDS, default="ref", help="where to run (default: %(default)s)")
     p.add_argument("--jobs", "-j", type=int, default=1, metavar="N",

@@ -27,9 +27,11 @@ from dataclasses import dataclass, field
 import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
+from isa import dma, matmul
 from isa.config import NpuConfig
-from isa.instructions import ErrorCode, Sram, Unit
+from isa.instructions import TSRAM_BYTES, ErrorCode, MatmulWType, Sram, Unit
 
+from sim import isa_dma
 from sim.isa_rescale import rescale
 
 
@@ -83,6 +85,7 @@ class NpuState:
         self.wsram = np.zeros((config.wsram_rows, config.wsram_row_bytes), dtype=np.uint8)
         self.acc = np.zeros((config.acc_rows, config.array_cols), dtype=np.int32)
         self.psram = np.zeros((config.psram_rows, config.array_cols), dtype="<i4")
+        self.tsram = np.zeros(TSRAM_BYTES, dtype=np.uint8)     # TABLE's table memory (bytes)
         # Signed views (MATMUL operands) and DMA word views (one bus word per row).
         self.asram_i8 = self.asram.view(np.int8)
         self.wsram_i8 = self.wsram.view(np.int8)
@@ -108,22 +111,23 @@ class NpuState:
 
 # -- DMA -------------------------------------------------------------------------------------
 def _check_dma(state: NpuState, v: dict) -> tuple[int, int, int, int]:
-    """Alignment and range checks shared by DMA_LOAD and DMA_STORE; returns (len0, len1,
-    len2, last) where ``last`` is one past the last external byte touched (0 if none)."""
-    bus = state.bus
-    ext_addr, s1, s2 = v["ext_addr"], v["stride1"], v["stride2"]
-    if ext_addr % bus or s1 % bus or s2 % bus:
+    """Legality, alignment and range checks shared by DMA_LOAD and DMA_STORE in both modes
+    (isa/dma.py); returns (len0, len1, len2, last) where ``last`` is one past the last
+    external byte touched (0 if none)."""
+    why = dma.illegal(v)
+    if why is not None:
+        raise Trap(ErrorCode.ILLEGAL_INSTRUCTION, why)
+    unit = dma.elem_bytes(v, state.bus)
+    if dma.misaligned(v, state.bus):
         raise Trap(ErrorCode.DMA_MISALIGNED,
-                   f"ext_addr={ext_addr:#x} stride1={s1:#x} stride2={s2:#x} not multiples of {bus}")
-    len0, len1, len2 = v["len0"], v["len1"], v["len2"]
-    last = 0
-    if len0 and len1 and len2:
-        last = ext_addr + (len2 - 1) * s2 + (len1 - 1) * s1 + len0 * bus
-        if ext_addr < 0 or last > state.config.ext_mem_bytes:    # strides are >= 0
-            raise Trap(ErrorCode.DMA_OUT_OF_RANGE,
-                       f"external bytes {ext_addr:#x} .. {last - 1:#x} outside memory of "
-                       f"{state.config.ext_mem_bytes:#x} bytes")
-    return len0, len1, len2, last
+                   f"ext_addr={v['ext_addr']:#x} stride0={v['stride0']:#x} stride1={v['stride1']:#x} "
+                   f"stride2={v['stride2']:#x} not multiples of {unit}")
+    span = dma.ext_span(v, state.bus)
+    if span is not None and (span[0] < 0 or span[1] > state.config.ext_mem_bytes):
+        raise Trap(ErrorCode.DMA_OUT_OF_RANGE,
+                   f"external bytes {span[0]:#x} .. {span[1] - 1:#x} outside memory of "
+                   f"{state.config.ext_mem_bytes:#x} bytes")
+    return v["len0"], v["len1"], v["len2"], 0 if span is None else span[1]
 
 
 def _ext_blocks(state: NpuState, v: dict, writeable: bool = False) -> np.ndarray:
@@ -150,6 +154,8 @@ def _check_rows(name: str, lo: int, count: int, rows: int) -> None:
 def exec_dma_load(state: NpuState, v: dict) -> Footprint:
     sram = _sram_or_illegal(v)
     len0, len1, len2, last = _check_dma(state, v)
+    if v["elem"]:
+        return isa_dma.load(state, v, sram, dma.ext_span(v, state.bus), Footprint, _check_rows)
     pb0, pa0, pb1, pa1 = v["pad_b0"], v["pad_a0"], v["pad_b1"], v["pad_a1"]
     lines, per_line = pb1 + len1 + pa1, pb0 + len0 + pa0
     count = len2 * lines * per_line
@@ -178,6 +184,8 @@ def exec_dma_store(state: NpuState, v: dict) -> Footprint:
     if v["sram"] != Sram.ASRAM:
         raise Trap(ErrorCode.ILLEGAL_INSTRUCTION, f"DMA_STORE from sram={v['sram']} (only ASRAM)")
     len0, len1, len2, last = _check_dma(state, v)
+    if v["elem"]:
+        return isa_dma.store(state, v, dma.ext_span(v, state.bus), Footprint, _check_rows)
     count = len0 * len1 * len2
     src = v["sram_addr"]
     _check_rows(ASRAM, src, count, state.asram.shape[0])
@@ -206,31 +214,57 @@ def exec_dma_store(state: NpuState, v: dict) -> Footprint:
 def exec_matmul(state: NpuState, v: dict) -> Footprint:
     cfg = state.config
     rows = cfg.array_rows
+    p = matmul.rows_per_vector(v["a_type"])             # ASRAM rows per input, ACC rows per result
+    tile = matmul.tile_rows(rows, v["w_type"])
     w_addr, acc_addr = v["w_addr"], v["acc_addr"]
     n0, n1 = v["n0"], v["n1"]
     n = n0 * n1
-    _check_rows(WSRAM, w_addr, rows, cfg.wsram_rows)
+    _check_rows(WSRAM, w_addr, tile, cfg.wsram_rows)
     a_addr, as0, as1 = v["a_addr"], v["a_stride0"], v["a_stride1"]
     if n:
-        a_last = a_addr + (n1 - 1) * as1 + (n0 - 1) * as0
+        a_last = a_addr + (n1 - 1) * as1 + (n0 - 1) * as0 + p - 1
         if a_addr < 0 or a_last >= cfg.asram_rows:
             raise Trap(ErrorCode.SRAM_OVERFLOW, f"ASRAM rows {a_addr} .. {a_last} outside 0 .. {cfg.asram_rows - 1}")
-    _check_rows(ACC, acc_addr, n, cfg.acc_rows)
+    _check_rows(ACC, acc_addr, p * n, cfg.acc_rows)
     a_rows = (a_addr + np.arange(n1, dtype=np.int64)[:, None] * as1
               + np.arange(n0, dtype=np.int64)[None, :] * as0).ravel()
-    fp = Footprint(Unit.MXU, reads=[(WSRAM, (w_addr, w_addr + rows)), (ASRAM, a_rows)],
-                   writes=[(ACC, (acc_addr, acc_addr + n))])
+    touched = (a_rows[:, None] + np.arange(p)).ravel()
+    acc_rows = (acc_addr, acc_addr + p * n)
+    fp = Footprint(Unit.MXU, reads=[(WSRAM, (w_addr, w_addr + tile)), (ASRAM, touched)],
+                   writes=[(ACC, acc_rows)])
     if v["accumulate"]:
-        fp.reads.append((ACC, (acc_addr, acc_addr + n)))
+        fp.reads.append((ACC, acc_rows))
     if n == 0:
         return fp
-    w = state.wsram_i8[w_addr:w_addr + rows].astype(np.int64) - v["w_zp"]
-    a = state.asram_i8[a_rows].astype(np.int64) - v["a_zp"]
-    product = a @ w            # exact: |sum| < ROWS * 2**15.1 * 2**8 fits int64 easily
+    w = _matmul_weights(state, w_addr, tile, v["w_type"]) - v["w_zp"]
+    # One input vector is p consecutive rows; their bytes are its lanes (int8 or <i2).
+    lanes = state.asram[touched].reshape(n, p * state.asram.shape[1])
+    a = lanes.view(np.int16 if p == 2 else np.int8).astype(np.int64) - v["a_zp"]
+    product = a @ w            # exact: |sum| < ROWS * 2**17 * 2**9 fits int64 easily
+    acc = state.acc[acc_addr:acc_addr + p * n]
+    if p == 1:
+        if v["accumulate"]:
+            product += acc
+        acc[...] = product.astype(np.int32)                            # wraps modulo 2**32
+        return fp
+    # int48: low 32 bits in the first row, high 16 in the low half of the second (isa docs).
+    pair = acc.reshape(n, 2, -1)
     if v["accumulate"]:
-        product += state.acc[acc_addr:acc_addr + n]
-    state.acc[acc_addr:acc_addr + n] = product.astype(np.int32)   # wraps modulo 2**32
+        old = (pair[:, 1].astype(np.int16).astype(np.int64) << 32) | pair[:, 0].view(np.uint32)
+        product += old
+    y = ((product + (1 << 47)) & ((1 << 48) - 1)) - (1 << 47)           # wraps modulo 2**48
+    pair[:, 0] = (y & 0xFFFFFFFF).astype(np.uint32).view(np.int32)
+    pair[:, 1] = (y >> 32).astype(np.int32)
     return fp
+
+
+def _matmul_weights(state: NpuState, w_addr: int, tile: int, w_type: int) -> np.ndarray:
+    """The ROWS x COLS weight tile (int64) of a MATMUL, before the zero point."""
+    if w_type == MatmulWType.INT8:
+        return state.wsram_i8[w_addr:w_addr + tile].astype(np.int64)
+    packed = state.wsram[w_addr:w_addr + tile].ravel()
+    nibbles = np.stack([packed & 15, packed >> 4], axis=1).ravel().astype(np.int64)   # low first
+    return ((nibbles ^ 8) - 8).reshape(state.config.array_rows, state.config.array_cols)
 
 
 # -- VPU -------------------------------------------------------------------------------------
@@ -274,3 +308,12 @@ def _vector_executor(name: str):
 
 
 EXECUTORS.update({name: _vector_executor(name) for name in ("VRESCALE", "VALU", "VPOOL")})
+
+
+def _exec_table(state: NpuState, v: dict) -> Footprint:
+    """TABLE lives in sim/isa_table.py (which imports this module)."""
+    from sim.isa_table import exec_table
+    return exec_table(state, v)
+
+
+EXECUTORS["TABLE"] = _exec_table

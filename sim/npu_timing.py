@@ -24,13 +24,17 @@ Loops
     the cycle after the last one of the body issues, exactly as straight-line code.  An
     illegal LOOP stops the NPU like a failing instruction.
 Units (command issued at cycle c; a unit is busy on cycles ``start .. end``)
-    DMA_LOAD:  ``S = len2*(len1+pad_b1+pad_a1)*(len0+pad_b0+pad_a0)``; busy c+1 .. c+S+L.
-    DMA_STORE: ``N = len0*len1*len2``; busy c+1 .. c+N+1.
-    MATMUL:    ``N = n0*n1``; front end from s = c+1, ready again at s + max(N, R) - 1 (so the
-               next MATMUL can stream back to back); busy s .. s+N+R+1.
-    ACT, VRESCALE, VALU, VPOOL: busy c+1 .. c+B with B = 1 + K + (N-1)*P + E*R + W
+    DMA_LOAD:  ``S = len2*(len1+pad_b1+pad_a1)*(len0+pad_b0+pad_a0)*X``; busy c+1 .. c+S+L.
+    DMA_STORE: ``N = len0*len1*len2*X``; busy c+1 .. c+N+1.
+               X = 1, except in element mode with elem > bus_bytes: elem / bus_bytes (one
+               element, or one bus word of it, per cycle; isa/dma.py ``slots``).
+    MATMUL:    ``N = n0*n1``, ``P`` = 2 for ``a_type`` INT16 else 1 (isa/matmul.py); front end
+               from s = c+1, ready again at s + max(P*N, R) - 1 (so the next MATMUL can stream
+               back to back); busy s .. s+P*N+R+1.
+    ACT, VRESCALE, VALU, VPOOL, TABLE: busy c+1 .. c+B with B = 1 + K + (N-1)*P + E*R + W
                (isa/vector.py: K parameter rows, N output vectors of P cycles each, E window
-               elements of R rows read, W rows written); ACT: B = count + 5.
+               elements of R rows read, W rows written); ACT: B = count + 5; TABLE: K = 0,
+               E = 1, N = n0*n1, P = max(R, W) (LOAD: R = W = 1, so B = N + 2).
     DMA and VPU are ready only when idle.  An instruction that moves no data (S, N or
     count == 0) never makes its unit busy; its interval is empty (start = c+1, end = c).
 
@@ -41,6 +45,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
+from isa import dma
+from isa import matmul
 from isa.config import NpuConfig
 from isa.instructions import INSTR_BYTES, Unit
 from isa.vector import schedule
@@ -127,12 +133,11 @@ class TimingModel:
         """Busy cycles of a DMA or VPU instruction issued alone (0: no work)."""
         v = instr.values
         if instr.name == "DMA_LOAD":
-            slots = (v["len2"] * (v["len1"] + v["pad_b1"] + v["pad_a1"])
-                     * (v["len0"] + v["pad_b0"] + v["pad_a0"]))
+            slots = dma.slots(v, self.config.bus_bytes, store=False)
             return slots + self.config.mem_latency if slots else 0
         if instr.name == "DMA_STORE":
-            words = v["len0"] * v["len1"] * v["len2"]
-            return words + 1 if words else 0
+            slots = dma.slots(v, self.config.bus_bytes, store=True)
+            return slots + 1 if slots else 0
         if instr.defn.unit is Unit.VPU:
             return schedule(instr.name, v).busy        # ACT: count + 5 (isa/vector.py)
         raise ValueError(f"{instr.name} has no fixed duration")
@@ -204,8 +209,9 @@ class TimingModel:
                 if unit is Unit.MXU:
                     n = instr.values["n0"] * instr.values["n1"]
                     if n:
-                        end = start + n + rows + 1
-                        ready_from[name] = start + max(n, rows) - 1
+                        a_type = instr.values["a_type"]
+                        end = start + matmul.busy_cycles(rows, n, a_type) - 1
+                        ready_from[name] = start + matmul.front_end_cycles(rows, n, a_type) - 1
                         idle_from[name] = max(idle_from[name], end + 1)
                     else:
                         end = issue

@@ -97,14 +97,15 @@ def test_unsupported_operator_gives_exit_3(tmp_path):
     block = Block("main", inputs=["a", "b"], outputs=["c"])
     for name in "abc":
         block.add_tensor(Tensor(name, (1, 4), "int32"))
-    block.operators.append(Operator("BITWISE_XOR", ["a", "b"], ["c"]))
-    path = tmp_path / "xor.tosa"
+    # INTDIV: the NPU has no divider (the vector unit's operations: isa/instructions.py VALU).
+    block.operators.append(Operator("INTDIV", ["a", "b"], ["c"]))
+    path = tmp_path / "intdiv.tosa"
     path.write_bytes(write_tosa(Graph.single_block(block)))
     np.savez(tmp_path / "in.npz", a=np.arange(4, dtype=np.int32).reshape(1, 4), b=np.ones((1, 4), np.int32))
     rc, _, err = npu("run", path, "--backend", "ref", "--inputs", tmp_path / "in.npz", "--output", tmp_path / "o.npz")
     assert rc == 0, err
-    assert np.array_equal(np.load(tmp_path / "o.npz")["c"], [[1, 0, 3, 2]])
-    assert_user_error(npu("compile", path, "-o", tmp_path / "p.npuprog"), 3, "BITWISE_XOR")
+    assert np.array_equal(np.load(tmp_path / "o.npz")["c"], [[0, 1, 2, 3]])
+    assert_user_error(npu("compile", path, "-o", tmp_path / "p.npuprog"), 3, "INTDIV")
 
 
 def test_float_model_needs_and_uses_calibration(tmp_path):

@@ -40,7 +40,11 @@ def alexnet(tmp_path_factory):
 def test_whole_graph_runs(alexnet):
     _, graph, x = alexnet
     comp = run_pipeline(graph, DEFAULT_CONFIG)
-    assert [type(layer).__name__ for layer in comp.layers].count("PoolLayer") == 3
+    kinds = [type(layer).__name__ for layer in comp.layers]
+    assert kinds.count("PoolLayer") == 3
+    # conv1's taps packed into the array rows (a repack layer first); fc6..fc8 streamed.
+    assert kinds[:2] == ["RepackLayer", "PackedConvLayer"]
+    assert [type(plan).__name__ for plan in comp.plans[-3:]] == ["FcPlan"] * 3
     inputs = {graph.main.inputs[0]: x}
     result = IsaSim(DEFAULT_CONFIG, check_hazards=True).run(comp.program, comp.program.memory_image(inputs))
     assert result.ok, result.error_message

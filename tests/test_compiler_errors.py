@@ -28,10 +28,14 @@ def op_named(graph, name):
 def test_other_operator_is_unsupported():
     b = Block("main")
     for name in ("a", "b", "c"):
-        b.add_tensor(Tensor(name, (1, 4), "int8"))
-    b.operators.append(Operator("ADD", ["a", "b"], ["c"], {}, "net.tosa:main/main#0"))
+        b.add_tensor(Tensor(name, (1, 4), "int32"))
+    b.operators.append(Operator("INTDIV", ["a", "b"], ["c"], {}, "net.tosa:main/main#0"))
     b.inputs, b.outputs = ["a", "b"], ["c"]
-    with pytest.raises(Unsupported, match=r"^ADD at net\.tosa:main/main#0: operator not supported"):
+    with pytest.raises(Unsupported, match=r"^INTDIV at net\.tosa:main/main#0: operator not supported"):
+        compile_graph(Graph.single_block(b))
+    # An illegal graph is reported as illegal even when the compiler could not lower it.
+    b.tensors["c"].shape = (1, 5)
+    with pytest.raises(TosaError, match=r"^INTDIV"):
         compile_graph(Graph.single_block(b))
 
 
@@ -45,28 +49,42 @@ def test_conv_without_rescale_is_unsupported():
         compile_graph(graph)
 
 
-def test_rescale_alone_is_unsupported():
+def test_rescale_alone_runs_on_the_vector_unit():
+    from sim.isa_sim import IsaSim
+    from sim.reference import run_graph
+
     graph = chain()
     conv, rescale = graph.main.operators
     graph.main.operators = [rescale]
     graph.main.inputs = [conv.outputs[0]]
-    with pytest.raises(Unsupported, match=r"^RESCALE at m:rescale0: only supported fused after a CONV2D"):
-        compile_graph(graph)
+    program = compile_graph(graph, SMALL_CONFIG)
+    assert "VRESCALE" in {i.name for i in program.instructions}
+    x = np.random.default_rng(5).integers(-(1 << 20), 1 << 20, graph.main.tensors[conv.outputs[0]].shape,
+                                          dtype=np.int32)
+    result = IsaSim(SMALL_CONFIG).run(program, program.memory_image({conv.outputs[0]: x}))
+    got = program.read_outputs(result.memory)
+    want = run_graph(graph, {conv.outputs[0]: x})
+    assert all(np.array_equal(got[k], want[k]) for k in want)
 
 
-@pytest.mark.parametrize("mutate,pattern", [
-    (lambda g: g.main.tensors["y"].__setattr__("dtype", "int16"), r"RESCALE at m:rescale0: output 'y' is int16"),
-    (lambda g: op_named(g, "RESCALE").attrs.__setitem__("rounding_mode", "INEXACT_ROUND"),
+@pytest.mark.parametrize("mutate,error,pattern", [
+    # Illegal graphs (an ERROR_IF holds, or a tensor is read before it exists).
+    (lambda g: g.main.tensors["y"].__setattr__("dtype", "int16"), TosaError,
+     r"RESCALE at m:rescale0: ERROR_IF\(type of output_zp"),
+    (lambda g: op_named(g, "RESCALE").attrs.__setitem__("output_unsigned", True), TosaError,
+     r"RESCALE at m:rescale0: ERROR_IF\(in_t == i32_t && output_unsigned\)"),
+    (lambda g: g.main.tensors["x"].__setattr__("dtype", "int16"), TosaError, r"CONV2D at m:conv0: ERROR_IF"),
+    (lambda g: g.main.tensors["l0_w"].__setattr__("data", None), InvalidInput, r"l0_w' is read before"),
+    # Legal graphs the NPU compiler does not handle.
+    (lambda g: op_named(g, "RESCALE").attrs.__setitem__("rounding_mode", "INEXACT_ROUND"), Unsupported,
      r"RESCALE at m:rescale0: rounding_mode INEXACT_ROUND"),
-    (lambda g: op_named(g, "RESCALE").attrs.__setitem__("output_unsigned", True), r"RESCALE at m:rescale0: unsigned"),
-    (lambda g: g.main.tensors["x"].__setattr__("dtype", "int16"), r"CONV2D at m:conv0: input 'x' is int16"),
-    (lambda g: g.main.tensors["l0_w"].__setattr__("data", None), r"CONV2D at m:conv0: weight must be a constant"),
-    (lambda g: g.main.tensors["x"].__setattr__("shape", (1, -1, 6, 3)), r"CONV2D at m:conv0: .*unknown dimensions"),
+    (lambda g: g.main.tensors["x"].__setattr__("shape", (1, -1, 6, 3)), Unsupported,
+     r"CONV2D at m:conv0: .*unknown dimensions"),
 ])
-def test_unsupported_forms(mutate, pattern):
+def test_unsupported_forms(mutate, error, pattern):
     graph = chain()
     mutate(graph)
-    with pytest.raises(Unsupported, match=pattern):
+    with pytest.raises(error, match=pattern):
         compile_graph(graph)
 
 

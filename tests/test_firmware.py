@@ -624,6 +624,9 @@ LAYOUT_CASES = {
                         ("r6", (2, 1, 3, 2, 2, 3), "int32", "flat", (5, 3, 1, 0, 4, 2)),   # NPU_MAX_RANK
                         ("empty", (0, 3, 2), "int8", "flat", (2, 1, 0)),
                         ("same", (2, 3, 4), "int8", "flat", (0, 1, 2))],
+    "rows": [("r2", (5, 3), "int32", "rows", None), ("r0", (), "int16", "rows", None),
+             ("r1", (9,), "int8", "rows", None), ("rt", (2, 3, 6), "int16", "rows", (2, 0, 1)),
+             ("re", (0, 3), "int8", "rows", None), ("rb", (4, 1), "bool", "rows", None)],
 }
 
 

@@ -37,6 +37,7 @@ ADDRESS = {
     "VRESCALE": {"a_addr": "a_mem", "d_addr": "d_mem", "param_addr": "psram"},
     "VALU": {"a_addr": "a_mem", "b_addr": "b_mem", "c_addr": "c_mem", "d_addr": "d_mem"},
     "VPOOL": {"a_addr": "a_mem", "d_addr": "d_mem"},
+    "TABLE": {"a_addr": "a_mem", "d_addr": "d_mem"},
 }
 NO_LOOP = dict(offsets={}, full=False, loop_end=None)
 
@@ -71,28 +72,39 @@ def expected_code(cfg, name: str, v: dict, pc=0, prog_len=1, offsets=None, full=
         return E.NONE
     if name in ("VRESCALE", "VALU", "VPOOL"):
         return vpu_doc_rules.expected_code(cfg, name, v)
+    if name == "TABLE":
+        return table_expected_code(cfg, v)
     if name in ("DMA_LOAD", "DMA_STORE"):
         if (name == "DMA_LOAD" and v["sram"] > max(Sram)) or (name == "DMA_STORE" and v["sram"] != Sram.ASRAM):
             return E.ILLEGAL_INSTRUCTION
-        if v["ext_addr"] % bus or v["stride1"] % bus or v["stride2"] % bus:
+        if v["elem"] not in (0, 1, 2, 4, 8) or (v["elem"] == 0 and v["stride0"] != 0):
+            return E.ILLEGAL_INSTRUCTION
+        # word mode: E = BUS, stride0 = BUS; element mode: E = elem
+        e, s0 = (v["elem"], v["stride0"]) if v["elem"] else (bus, bus)
+        if v["ext_addr"] % e or v["stride0"] % e or v["stride1"] % e or v["stride2"] % e:
             return E.DMA_MISALIGNED
         if v["len0"] and v["len1"] and v["len2"]:
-            last = v["ext_addr"] + (v["len2"] - 1) * v["stride2"] + (v["len1"] - 1) * v["stride1"] + v["len0"] * bus
-            if v["ext_addr"] < 0 or last > cfg.ext_mem_bytes:
+            inner = (v["len0"] - 1) * s0
+            lowest = v["ext_addr"] + min(0, inner)
+            last = v["ext_addr"] + (v["len2"] - 1) * v["stride2"] + (v["len1"] - 1) * v["stride1"] + max(0, inner) + e
+            if lowest < 0 or last > cfg.ext_mem_bytes:
                 return E.DMA_OUT_OF_RANGE
         if name == "DMA_LOAD":
-            words = (v["len2"] * (v["len1"] + v["pad_b1"] + v["pad_a1"]) * (v["len0"] + v["pad_b0"] + v["pad_a0"]))
+            per_line = -(-(v["len0"] + v["pad_b0"] + v["pad_a0"]) * e // bus)
+            words = v["len2"] * (v["len1"] + v["pad_b1"] + v["pad_a1"]) * per_line
         else:
-            words = v["len0"] * v["len1"] * v["len2"]
+            words = v["len1"] * v["len2"] * -(-v["len0"] * e // bus)
         depth = {0: cfg.asram_rows, 1: cfg.wsram_rows, 2: cfg.psram_rows * cfg.words_per_wide_row}[v["sram"]]
         if words and not 0 <= v["sram_addr"] <= depth - words:
             return E.SRAM_OVERFLOW
     elif name == "MATMUL":
         n = v["n0"] * v["n1"]
-        if not 0 <= v["w_addr"] <= cfg.wsram_rows - cfg.array_rows:
+        p = 2 if v["a_type"] == 1 else 1                     # INT16: 2 ASRAM rows in, 2 ACC rows out
+        tile = cfg.array_rows // 2 if v["w_type"] == 1 else cfg.array_rows    # INT4: packed
+        if not 0 <= v["w_addr"] <= cfg.wsram_rows - tile:
             return E.SRAM_OVERFLOW
-        a_last = v["a_addr"] + (v["n1"] - 1) * v["a_stride1"] + (v["n0"] - 1) * v["a_stride0"]
-        if n and (v["a_addr"] < 0 or a_last >= cfg.asram_rows or not 0 <= v["acc_addr"] <= cfg.acc_rows - n):
+        a_last = v["a_addr"] + (v["n1"] - 1) * v["a_stride1"] + (v["n0"] - 1) * v["a_stride0"] + p - 1
+        if n and (v["a_addr"] < 0 or a_last >= cfg.asram_rows or not 0 <= v["acc_addr"] <= cfg.acc_rows - p * n):
             return E.SRAM_OVERFLOW
     elif name == "ACT":
         if not 0 <= v["param_addr"] <= cfg.psram_rows - 3:
@@ -100,6 +112,30 @@ def expected_code(cfg, name: str, v: dict, pc=0, prog_len=1, offsets=None, full=
         c = v["count"]
         if c and not (0 <= v["acc_addr"] <= cfg.acc_rows - c and 0 <= v["dst_addr"] <= cfg.asram_rows - c):
             return E.SRAM_OVERFLOW
+    return E.NONE
+
+
+def table_expected_code(cfg, v: dict) -> ErrorCode:
+    """The TABLE doc's error rules (mode 0 LOAD, 1 INT8, 2 INT16; TSRAM is 2048 bytes)."""
+    E = ErrorCode
+    mode, a_mem, d_mem = v["mode"], v["a_mem"], v["d_mem"]
+    if mode == 3 or a_mem not in (0, 1) or (mode == 0 and a_mem != 0):
+        return E.ILLEGAL_INSTRUCTION
+    n0, n1 = v["n0"], v["n1"]
+    if n0 * n1 == 0:
+        return E.NONE
+    depth = {0: cfg.asram_rows, 1: cfg.acc_rows}
+    R = 2 if (mode == 2 and a_mem == 0) else 1
+    W = 4 if (mode == 2 and d_mem == 0) else 1
+    spans = [(v["a_addr"], v["a_stride0"], v["a_stride1"], R, depth[a_mem])]
+    if mode != 0:
+        spans.append((v["d_addr"], v["d_stride0"], v["d_stride1"], W, depth[d_mem]))
+    for addr, s0, s1, rows, size in spans:
+        if addr < 0 or addr + (n1 - 1) * s1 + (n0 - 1) * s0 + rows - 1 >= size:
+            return E.SRAM_OVERFLOW
+    t_rows = n0 * n1 if mode == 0 else (256 if mode == 1 else 2048) // cfg.bus_bytes
+    if v["t_addr"] + t_rows > 2048 // cfg.bus_bytes:
+        return E.SRAM_OVERFLOW
     return E.NONE
 
 
@@ -111,19 +147,26 @@ def edge_value(rng, f, limit: int) -> int:
     return min(max(value, f.min), f.max)
 
 
-def random_instruction(rng, cfg):
-    defn = INSTRUCTIONS[int(rng.integers(len(INSTRUCTIONS)))]
+def random_instruction(rng, cfg, names=None):
+    defn = BY_NAME[str(rng.choice(names))] if names else INSTRUCTIONS[int(rng.integers(len(INSTRUCTIONS)))]
     limits = {"ext_addr": cfg.ext_mem_bytes, "stride1": cfg.ext_mem_bytes // 8, "stride2": cfg.ext_mem_bytes // 4,
               "sram_addr": cfg.asram_rows, "len0": 64, "len1": 16, "len2": 8, "a_addr": cfg.asram_rows,
               "a_stride0": 64, "a_stride1": 128, "n0": 32, "n1": 8, "w_addr": cfg.wsram_rows,
               "acc_addr": cfg.acc_rows, "count": cfg.acc_rows, "dst_addr": cfg.asram_rows,
-              "param_addr": cfg.psram_rows, "body": 8}
+              "param_addr": cfg.psram_rows, "body": 8, "t_addr": 2048 // cfg.bus_bytes}
     values = {}
     for f in defn.fields:
         if f.name == "sram":
             values[f.name] = int(rng.integers(0, 4))
+        elif f.name == "elem":       # word mode, the element sizes, a few illegal values
+            values[f.name] = int(rng.choice([0, 0, 0, 0, 1, 2, 4, 8, 3]))
+        elif f.name == "stride0":        # after elem; word mode wants 0
+            zero = rng.random() < (0.9 if values["elem"] == 0 else 0.2)
+            values[f.name] = 0 if zero else edge_value(rng, f, int(rng.choice([-1, 1])) * 64) // 8 * 8
         elif f.name in ("ext_addr", "stride1", "stride2") and rng.random() < 0.7:
             values[f.name] = edge_value(rng, f, limits[f.name]) // cfg.bus_bytes * cfg.bus_bytes
+            if rng.random() < 0.2:        # aligned to an element only
+                values[f.name] = min(values[f.name] + int(rng.choice([1, 2, 4])), f.max)
         else:
             values[f.name] = edge_value(rng, f, limits.get(f.name, 8))
     values["wait"] = int(rng.integers(0, 8))
@@ -185,6 +228,41 @@ def test_checker_random_instructions():
     hits = {e for e in expected}
     assert {ErrorCode.NONE, ErrorCode.ILLEGAL_INSTRUCTION, ErrorCode.DMA_MISALIGNED,
             ErrorCode.DMA_OUT_OF_RANGE, ErrorCode.SRAM_OVERFLOW} <= hits
+
+
+def test_checker_dma_modes():
+    """DMA_LOAD and DMA_STORE only, in word and element mode: every error of both modes."""
+    rng = np.random.default_rng(4)
+    instrs = [random_instruction(rng, CFG, names=["DMA_LOAD", "DMA_STORE"]) for _ in range(1500)]
+    codes = simulate([(encode_int(i), 0, 1) for i in instrs])
+    expected = [expected_code(CFG, i.name, i.values) for i in instrs]
+    bad = [(i, c, e) for i, c, e in zip(instrs, codes, expected) if c != e]
+    assert not bad, f"{len(bad)} mismatches, first: {bad[0]}"
+    hits = {(i.values["elem"] != 0, e) for i, e in zip(instrs, expected)}
+    assert {(mode, code) for mode in (False, True) for code in ErrorCode if code <= ErrorCode.SRAM_OVERFLOW} <= hits
+
+
+def test_checker_dma_range_edges():
+    """Transfers whose lowest or highest byte is exactly at the ends of memory, or one
+    element past them, in both modes, with positive, zero and negative stride0."""
+    instrs = []
+    for name in ("DMA_LOAD", "DMA_STORE"):
+        for elem in (0, 1, 2, 4, 8):
+            e = elem or CFG.bus_bytes
+            for s0 in ({e, 0, -e, 3 * e} if elem else {0}):
+                for len0, len1, s1 in ((1, 1, 0), (3, 2, 5 * e), (5, 3, 0)):
+                    inner = (len0 - 1) * (s0 if elem else e)
+                    span_hi = (len1 - 1) * s1 + max(0, inner) + e
+                    base = dict(sram=0, sram_addr=0, elem=elem, stride0=s0, len0=len0, len1=len1, len2=1, stride1=s1)
+                    for ext in (CFG.ext_mem_bytes - span_hi, CFG.ext_mem_bytes - span_hi + e,
+                                -min(0, inner), -min(0, inner) - e):
+                        if 0 <= ext < 1 << 32:
+                            instrs.append(make(name, ext_addr=ext, **base))
+    codes = simulate([(encode_int(i), 0, 1) for i in instrs])
+    expected = [expected_code(CFG, i.name, i.values) for i in instrs]
+    bad = [(i, c, e) for i, c, e in zip(instrs, codes, expected) if c != e]
+    assert not bad, f"{len(bad)} mismatches, first: {bad[0]}"
+    assert {ErrorCode.NONE, ErrorCode.DMA_OUT_OF_RANGE} <= set(expected)
 
 
 def test_checker_inside_loops():

@@ -42,16 +42,28 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from isa.instructions import ValuOp
+from sim.reference.signatures import check_signature
 from tosa_ir import Graph, Operator
 from tosa_ir.errors import Unsupported
 
 from compiler.ir import ConvLayer, CopyLayer
 from compiler.passes import movement
-from compiler.passes.fusion import CONST_OPS, conv_chain, conv_layer, scalar_input, unsupported
+from compiler.passes.decompose import DECOMPOSED_OPS, decompose
+from compiler.passes.depthwise import depthwise_layer
+from compiler.passes.elementwise import (ELEMENTWISE_OPS, VEC_TYPES, EltLayer, Step, check_broadcast,
+                                         elementwise_layer)
+from compiler.passes.fusion import CONST_OPS, conv_chain, conv_layer, invalid, scalar_input, unsupported
+from compiler.passes.moves import MOVE_OPS, move_layer, pad_repeat_layer
 from compiler.passes.pooling import POOL_OPS, pool_layer
+from compiler.passes.reduce import REDUCE_OPS, reduce_layer
 from compiler.views import BrickView, dense_strides, flat_compatible, same_bytes, shape4
 
-SUPPORTED_OPS = CONST_OPS + ("CONV2D", "RESCALE", "CLAMP") + movement.MOVEMENT_OPS + POOL_OPS
+SUPPORTED_OPS = (CONST_OPS + ("CONV2D", "RESCALE", "CLAMP") + movement.MOVEMENT_OPS + POOL_OPS + ELEMENTWISE_OPS
+                 + tuple(REDUCE_OPS) + ("DEPTHWISE_CONV2D",) + MOVE_OPS + DECOMPOSED_OPS + ("COND_IF",))
+# Operators that read "rows" tensors (isa/layout.py) as well as bricks; RESHAPE and IDENTITY of
+# a rows tensor are views of its bytes.
+ROWS_OPS = ELEMENTWISE_OPS + tuple(REDUCE_OPS) + ("DEPTHWISE_CONV2D",) + DECOMPOSED_OPS
 VPU_REASON = "moving values between lanes needs VPU instructions the ISA does not have yet"
 
 
@@ -168,6 +180,8 @@ class _Walk:
         check_operators(self.graph)
         self._bind_inputs()
         for op in self.block.operators:
+            check_signature(op, self.graph.is_tosa_1)    # operand counts, before any pass indexes them
+        for op in self.block.operators:
             if id(op) in self.done or op.op in CONST_OPS:
                 if op.op in CONST_OPS and not all(
                         name in self.block.tensors and self.block.tensor(name).is_const for name in op.outputs):
@@ -175,8 +189,16 @@ class _Walk:
                 continue
             if op.op == "CONV2D":
                 self._conv(op)
-            elif op.op in ("RESCALE", "CLAMP"):
-                raise unsupported(op, "only supported fused after a CONV2D (CONV2D -> RESCALE [-> CLAMP])")
+            elif op.op in ELEMENTWISE_OPS:
+                self._elementwise(op)
+            elif op.op in REDUCE_OPS:
+                self._reduce(op)
+            elif op.op in DECOMPOSED_OPS:
+                decompose(self, op)
+            elif op.op in ("IDENTITY", "RESHAPE") and self._is_rows(op.inputs[0]):
+                self._rows_view(op)
+            elif op.op in MOVE_OPS and all(self._is_rows(t) for t in self._data_inputs(op)):
+                self._move(op)
             else:
                 getattr(self, "_" + op.op.lower())(op)
         self._bind_outputs()
@@ -200,6 +222,10 @@ class _Walk:
     def _require(self, op: Operator, name: str) -> str:
         """``name`` as something with a view: computed earlier, a graph input or a constant."""
         if name in self.flow.refs:
+            root = self.flow.root_of(name)
+            if root.layout == "rows":
+                raise unsupported(op, f"input {name!r} is {root.dtype} {list(self.flow.shapes[name])} in the "
+                                      f"rows layout; {op.op} reads int8 brick tensors only")
             return name
         tensor = self.block.tensors.get(name)
         if tensor is not None and tensor.is_const:
@@ -212,6 +238,131 @@ class _Walk:
             raise unsupported(op, f"graph input {name!r} is {tensor.dtype} {tensor.shape}; the NPU reads "
                                   f"int8 activations of rank 1 to 4")
         raise unsupported(op, f"input {name!r} is not a graph input or the output of a supported operator")
+
+    def _needs_brick(self, name: str) -> bool:
+        """True if a reader of ``name`` needs it as bricks (not an elementwise operator, nor a
+        RESHAPE/IDENTITY whose result may stay in the rows layout)."""
+        for user in self.consumers.get(name, []):
+            if user.op in ROWS_OPS:
+                continue
+            # Data movement follows its readers, except that rank-4 int8 tensors keep the
+            # brick path (host-side transposes, in-place CONCAT, the brick copies).
+            if user.op in ("IDENTITY",) + MOVE_OPS and name in self._data_inputs(user) and \
+                    not any(self._needs_brick(y) for y in user.outputs) and \
+                    (self.block.tensor(name).dtype != "int8" or len(self.block.tensor(name).shape) != 4):
+                continue
+            return True
+        return False
+
+    @staticmethod
+    def _data_inputs(op: Operator) -> list[str]:
+        """The tensors a data-movement operator moves (not its shape or value operands)."""
+        return list(op.inputs) if op.op == "CONCAT" else list(op.inputs[:1])
+
+    def _move(self, op: Operator) -> None:
+        layer = move_layer(op, self.block, self._name("move"), self.lanes)
+        layer.inputs = [self._require_vec(op, t) for t in layer.inputs]
+        out = self.block.tensor(op.outputs[0])
+        self._root(op.outputs[0], tuple(out.shape), "computed", layout="rows", dtype=out.dtype)
+        self.flow.layers.append(layer)
+
+    def _wants_rows(self, name: str) -> bool:
+        tensor = self.block.tensor(name)
+        return tensor.dtype != "int8" or shape4(tensor.shape) is None or not self._needs_brick(name)
+
+    def _is_rows(self, name: str) -> bool:
+        if name in self.flow.refs:
+            return self.flow.root_of(name).layout == "rows"
+        tensor = self.block.tensors.get(name)
+        return tensor is not None and tensor.is_const and self._wants_rows(name)
+
+    def _require_vec(self, op: Operator, name: str) -> str:
+        """``name`` for a vector-unit layer: any tensor with a view; constants as rows."""
+        if name in self.flow.refs:
+            return name
+        tensor = self.block.tensors.get(name)
+        if tensor is not None and tensor.is_const:
+            if any(d < 0 for d in tensor.shape):
+                raise unsupported(op, f"constant {name!r} has unknown dimensions {tensor.shape}")
+            return self._root(name, tuple(tensor.shape), "const", layout="rows", dtype=tensor.dtype,
+                              data=np.asarray(tensor.data).reshape(tensor.shape))
+        raise unsupported(op, f"input {name!r} is not a graph input or the output of a supported operator")
+
+    def _elementwise(self, op: Operator) -> None:
+        layer = elementwise_layer(op, self.block, self._name("elt"))
+        out = self.block.tensor(op.outputs[0])
+        made = {name for name, _ in layer.consts}
+        check_broadcast(op, [tuple(self.block.tensor(n).shape) for n in layer.inputs if n not in made],
+                        tuple(out.shape))
+        for name, data in layer.consts:
+            self._root(name, data.shape, "const", layout="rows", dtype=str(data.dtype), data=data)
+        layer.inputs = [self._require_vec(op, n) for n in layer.inputs]
+        if self._wants_rows(op.outputs[0]):
+            self._root(op.outputs[0], tuple(out.shape), "computed", layout="rows", dtype=out.dtype)
+        else:
+            self._root(op.outputs[0], shape4(out.shape), "computed")
+        self.flow.layers.append(layer)
+
+    def _vector_output(self, name: str) -> None:
+        """The root of a vector-unit layer's result: rows, or bricks when a reader needs them."""
+        out = self.block.tensor(name)
+        if self._wants_rows(name):
+            self._root(name, tuple(out.shape), "computed", layout="rows", dtype=out.dtype)
+        else:
+            self._root(name, shape4(out.shape), "computed")
+
+    def _depthwise_conv2d(self, op: Operator) -> None:
+        layer, constants, pad, izp = depthwise_layer(op, self.block, self._name("dw"))
+        for name, data in constants:
+            self._root(name, data.shape, "const", layout="rows", dtype=str(data.dtype), data=data)
+        repeat = self.block.tensor(op.inputs[1]).shape[3]
+        if self._is_rows(op.inputs[0]):
+            x = self._require_vec(op, op.inputs[0])
+            if any(pad) or repeat > 1:
+                # Padding and channel repetition in one element-DMA copy.
+                n, h, w, c = self.flow.shapes[x]
+                padded = self._root(f"{layer.name}.padded", (n, h + pad[0] + pad[1], w + pad[2] + pad[3],
+                                                             c * repeat), "computed", layout="rows", dtype="int8")
+                self.flow.layers.append(pad_repeat_layer(self._name("move"), x, padded, (n, h, w, c), pad, repeat,
+                                                         izp, "int8", self.lanes, layer.ops, op.location))
+                x = padded
+        else:
+            x = self._require(op, op.inputs[0])
+            n, h, w, c = self.flow.shapes[x]
+            if repeat > 1 and c > 1:
+                raise unsupported(op, f"channel multiplier {repeat} on a brick input of {c} channels: the "
+                                      f"channels would have to be repeated (done for rows inputs only)")
+            if any(pad):
+                padded = self._root(f"{layer.name}.padded", (n, h + pad[0] + pad[1], w + pad[2] + pad[3], c),
+                                    "computed")
+                self._copy(op, x, padded, "DEPTHWISE_CONV2D padding (input zero point)",
+                           pad=(0, 0, pad[0], pad[1], pad[2], pad[3], 0, 0), pad_value=izp)
+                x = padded
+        layer.inputs = [x if k in layer.windows else t for k, t in enumerate(layer.inputs)]
+        self._vector_output(op.outputs[0])
+        self.flow.layers.append(layer)
+
+    def _reduce(self, op: Operator) -> None:
+        layer = reduce_layer(op, self.block, self._name("reduce"))
+        layer.input = self._require_vec(op, layer.input)
+        self._vector_output(layer.output)
+        self.flow.layers.append(layer)
+
+    def _rows_view(self, op: Operator) -> None:
+        """IDENTITY or RESHAPE of a rows tensor: a view when the bytes coincide."""
+        x = self._require_vec(op, op.inputs[0])
+        shape = tuple(self.block.tensor(op.outputs[0]).shape)
+        if any(d < 0 for d in shape):
+            raise unsupported(op, f"output shape {list(shape)} has unknown dimensions")
+        before = tuple(self.flow.shapes[x]) or (1,)
+        after = shape or (1,)
+        if before[-1] != after[-1] and (before[-1] % self.lanes or after[-1] % self.lanes):
+            # Rows are padded to whole vectors: the elements move (element-mode DMA).
+            if op.op != "RESHAPE" or int(np.prod(before)) != int(np.prod(after)):
+                raise invalid(op, f"{list(before)} -> {list(after)} changes the element count")
+            self._move(op)
+            return
+        self._alias(op.outputs[0], Ref(x), shape)
 
     def _needed(self, name: str) -> bool:
         return bool(self.consumers.get(name)) or name in self.block.outputs
@@ -226,6 +377,12 @@ class _Walk:
         for x in self.block.inputs:
             tensor = self.block.tensor(x)
             users = self.consumers.get(x, [])
+            if users and self._wants_rows(x):
+                if any(d < 0 for d in tensor.shape):
+                    raise Unsupported(f"graph input {x!r} has unknown dimensions {tensor.shape}")
+                self._root(x, tuple(tensor.shape), "input", layout="rows", dtype=tensor.dtype)
+                self.flow.inputs.append(Binding(x, tensor.shape, tensor.dtype, x, "rows"))
+                continue
             s4 = shape4(tensor.shape) if tensor.dtype == "int8" and min(tensor.shape, default=1) > 0 else None
             brick = s4 is not None and (len(tensor.shape) == 4 or flat_compatible(s4, self.lanes))
             if not brick:
@@ -276,8 +433,16 @@ class _Walk:
                 perm = tuple(int(i) for i in np.argsort(p4))
                 layout = "brick"
             else:
+                const = self.block.tensors.get(y)
+                if y not in self.flow.refs and const is not None and const.is_const and min(const.shape, default=1) >= 0:
+                    # A constant output: its segment is the output buffer.
+                    self._root(y, tuple(const.shape), "const", layout="rows", dtype=const.dtype,
+                               data=np.asarray(const.data).reshape(const.shape))
                 if y not in self.flow.refs:
                     raise Unsupported(f"graph output {y!r} is not computed by any layer")
+                if self.flow.root_of(y).layout == "rows":
+                    self.flow.outputs.append(Binding(y, tensor.shape, tensor.dtype, y, "rows"))
+                    continue
                 src = y
                 if self.flow.root_of(y).layout == "flat":
                     raise Unsupported(f"graph output {y!r} is a graph input of {tensor.dtype} {tensor.shape} "
@@ -320,6 +485,43 @@ class _Walk:
         self.flow.layers.append(layer)
 
     def _max_pool2d(self, op: Operator) -> None:
+        if op.op == "MAX_POOL2D" and self._is_rows(op.inputs[0]):
+            self._rows_max_pool(op)
+            return
+        self._brick_pool(op)
+
+    def _rows_max_pool(self, op: Operator) -> None:
+        """MAX_POOL2D of a rows tensor (int8/int16): the kernel taps as strided windows of the
+        input padded with the type's lowest value, folded with VALU MAXIMUM."""
+        x = self._require_vec(op, op.inputs[0])
+        xt, yt = self.block.tensor(op.inputs[0]), self.block.tensor(op.outputs[0])
+        if xt.dtype not in ("int8", "int16") or len(xt.shape) != 4 or any(d < 0 for d in xt.shape + yt.shape):
+            raise unsupported(op, f"{xt.dtype} {list(xt.shape)} input; the vector unit pools int8/int16 NHWC")
+        kernel, stride, pad = (movement.ints(op.attrs[k]) for k in ("kernel", "stride", "pad"))
+        name = self._name("pool")
+        lowest = -128 if xt.dtype == "int8" else -32768
+        n, h, w, c = xt.shape
+        if any(pad):
+            padded = self._root(f"{name}.padded", (n, h + pad[0] + pad[1], w + pad[2] + pad[3], c), "computed",
+                                layout="rows", dtype=xt.dtype)
+            self.flow.layers.append(pad_repeat_layer(self._name("move"), x, padded, (n, h, w, c), tuple(pad), 1,
+                                                     lowest, xt.dtype, self.lanes, [op.describe()], op.location))
+            x = padded
+        t = VEC_TYPES[xt.dtype]
+        inputs, windows, steps, types = [], {}, [], {"out": t}
+        for ky in range(kernel[0]):
+            for kx in range(kernel[1]):
+                k = len(inputs)
+                inputs.append(x)
+                windows[k] = ((0, ky, kx, 0), (1, stride[0], stride[1], 1), tuple(yt.shape))
+                types[f"in{k}"] = t
+                steps.append(Step("VALU", {"op": ValuOp.COPY if k == 0 else ValuOp.MAXIMUM, "dtype": t},
+                                  ("in0",) if k == 0 else ("out", f"in{k}"), "out"))
+        self._vector_output(op.outputs[0])
+        self.flow.layers.append(EltLayer(name, inputs, op.outputs[0], tuple(yt.shape), types, {}, steps,
+                                         windows=windows, ops=[op.describe()], location=op.location))
+
+    def _brick_pool(self, op: Operator) -> None:
         layer = pool_layer(op, self.block, self._name("pool"))
         layer.input = self._require(op, layer.input)
         self._root(layer.output, layer.out_shape, "computed")

@@ -58,7 +58,14 @@ class _Interner:
 
 
 def compress_loops(ops: list[Op], config: NpuConfig, max_depth: int = LOOP_DEPTH) -> list[Op]:
-    """``ops`` (a scheduled program, waits set) with repeated runs turned into LOOPs."""
+    """``ops`` (a scheduled program, waits set) with repeated runs turned into LOOPs.  Runs
+    of fixed ops (compiler/passes/lowering/fully_connected.py: LOOPs already in) stay."""
+    from compiler.passes.lowering.fully_connected import FixedOp
+    from compiler.passes.schedule import _runs
+
+    if any(isinstance(op, FixedOp) for op in ops):
+        return [op for fixed, run in _runs(ops, FixedOp)
+                for op in (run if fixed else compress_loops(run, config, max_depth))]
     if len(ops) > CHUNK:
         # The search is superlinear in the sequence length: compress long programs in
         # independent chunks (a loop never spans two chunks; the result stays exact).
@@ -120,8 +127,13 @@ def _incs_ok(incs: list) -> bool:
     return True
 
 
-def _candidates(items: list[_Item], i: int, limit: int) -> list[tuple]:
-    """(period, largest count, incs, body length) of every loop that may start at ``items[i]``."""
+def _candidates(items: list[_Item], i: int, limit: int, memo: dict | None = None) -> list[tuple]:
+    """(period, largest count, incs, body length) of every loop that may start at ``items[i]``.
+
+    ``memo`` (filled here; callers go from the last position to the first) holds the
+    (incs, count) found at each (position, period): when the copy after the first one starts
+    a run of the same period and increments, the run here is one copy longer, which saves
+    matching long runs again at every position (quadratic in the run's length otherwise)."""
     found = []
     length = 0
     depth = 0
@@ -145,12 +157,19 @@ def _candidates(items: list[_Item], i: int, limit: int) -> list[tuple]:
                 break
         if incs is None or not _incs_ok(incs):
             continue
-        n = 2
-        while n < _COUNT_MAX and i + (n + 1) * p <= len(items):
-            base = i + n * p
-            if not all(_matches(items[i + j], items[base + j], incs, n) for j in range(p)):
-                break
-            n += 1
+        key = tuple(incs)
+        after = memo.get((i + p, p)) if memo is not None else None
+        if after is not None and after[0] == key:
+            n = min(after[1] + 1, _COUNT_MAX)
+        else:
+            n = 2
+            while n < _COUNT_MAX and i + (n + 1) * p <= len(items):
+                base = i + n * p
+                if not all(_matches(items[i + j], items[base + j], incs, n) for j in range(p)):
+                    break
+                n += 1
+        if memo is not None:
+            memo[(i, p)] = (key, n)
         found.append((p, n, incs, length))
     return found
 
@@ -162,9 +181,10 @@ def _segment(items: list[_Item], limit: int) -> list[tuple]:
     size = len(items)
     cost = [0] * (size + 1)
     choice: list = [None] * size
+    memo: dict = {}
     for i in range(size - 1, -1, -1):
         best, pick = cost[i + 1] + len(items[i].ops), None
-        for p, nmax, incs, length in _candidates(items, i, limit):
+        for p, nmax, incs, length in _candidates(items, i, limit, memo):
             for n in set(range(2, min(nmax, MAX_SHORT) + 1)) | {nmax}:
                 c = 1 + length + cost[i + n * p]
                 if c < best:

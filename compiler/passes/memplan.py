@@ -15,6 +15,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
+import numpy as np
+
 from isa.config import NpuConfig
 from isa.layout import layout_bytes, pack
 from isa.program import Segment, TensorBinding
@@ -68,7 +70,8 @@ def plan_memory(flow: Dataflow, constants: dict[str, bytes], config: NpuConfig) 
         plan.constants[name] = segment(name, data)
     for root in flow.roots.values():
         if root.kind == "const":
-            plan.roots[root.name] = segment(f"const.{root.name}", pack(root.data, "brick", lanes))
+            data = np.asarray(root.data).astype(numpy_dtype(root.dtype))
+            plan.roots[root.name] = segment(f"const.{root.name}", pack(data, root.layout, lanes))
 
     def pin(root: Root) -> None:
         nonlocal cursor

@@ -97,6 +97,7 @@ class _Machine:
         self.known = {u: 0 for u in UNITS}             # per unit: ops known complete
         self.ordinal: dict[int, int] = {}              # op -> index among its unit's ops
         self.known_at: dict[int, dict] = {}            # op -> knowledge at its issue
+        self.latest: dict[int, dict] = {}              # op -> {unit: last ordinal it depends on}
 
     def _merge(self, base: dict, units) -> dict:
         """Knowledge after waiting for ``units`` to be idle."""
@@ -109,9 +110,18 @@ class _Machine:
         return k
 
     def _unknown_units(self, i: int, known: dict) -> set:
-        own = self.ops[i].unit
-        return {self.ops[p].unit for p in self.preds[i]
-                if self.ops[p].unit != own and self.ordinal[p] >= known[self.ops[p].unit]}
+        latest = self.latest.get(i)
+        if latest is None:
+            # Per other unit, the last of its ops that ``i`` depends on (all emitted by the
+            # time ``i`` is ready): the others complete before it.
+            own = self.ops[i].unit
+            latest = {}
+            for p in self.preds[i]:
+                u = self.ops[p].unit
+                if u != own:
+                    latest[u] = max(latest.get(u, -1), self.ordinal[p])
+            self.latest[i] = latest
+        return {u for u, n in latest.items() if n >= known[u]}
 
     def evaluate(self, i: int) -> tuple[int, tuple]:
         """(issue cycle, wait units) if op ``i`` were emitted next."""
@@ -144,7 +154,52 @@ class _Machine:
 
 
 def schedule(ops: list[Op]) -> Scheduled:
-    """Order ``ops`` (then HALT) and set their wait masks."""
+    """Order ``ops`` (then HALT) and set their wait masks.
+
+    Runs of *fixed* ops (emitted with their waits and LOOPs, e.g. the fully-connected
+    lowering: compiler/passes/lowering/fully_connected.py) stay as they are; they start and
+    end with a full barrier, so the runs around them are scheduled independently (the
+    HALT closing a run before a fixed one is dropped).  Their modelled timeline is the
+    lowering's estimate, the fixed run counting as one span.
+    """
+    from compiler.passes.lowering.fully_connected import FixedOp
+
+    if not any(isinstance(op, FixedOp) for op in ops):
+        return _schedule_run(ops)
+    out, issues, finishes = [], [], []
+    now = 0
+    for fixed, run in _runs(ops, FixedOp):
+        if fixed:
+            cycles = len(run) + sum(op.busy for op in run if op.instr.name == "DMA_LOAD")
+            out += run
+            issues += [now] * len(run)
+            finishes += [now + cycles] * len(run)
+            now += cycles
+            continue
+        part = _schedule_run(run)
+        out += part.ops[:-1]                     # without its HALT
+        issues += [now + t for t in part.issue[:-1]]
+        finishes += [now + t for t in part.finish[:-1]]
+        now = max(finishes, default=now)
+    out.append(Op(make("HALT"), layer=out[-1].layer))
+    issues.append(now)
+    finishes.append(now + 1)
+    return Scheduled(out, issues, finishes)
+
+
+def _runs(ops: list[Op], kind: type) -> list[tuple[bool, list[Op]]]:
+    """Maximal runs of ops that are / are not instances of ``kind``."""
+    runs: list[tuple[bool, list[Op]]] = []
+    for op in ops:
+        flag = isinstance(op, kind)
+        if runs and runs[-1][0] == flag:
+            runs[-1][1].append(op)
+        else:
+            runs.append((flag, [op]))
+    return runs
+
+
+def _schedule_run(ops: list[Op]) -> Scheduled:
     halt = Op(make("HALT"), layer=ops[-1].layer if ops else 0)
     ops = list(ops) + [halt]
     preds = dependences(ops)

@@ -146,12 +146,20 @@ def plan_conv(layer: ConvLayer, config: NpuConfig) -> ConvPlan:
     return plan_candidates(layer, config)[0]
 
 
-def plan_candidates(layer: ConvLayer, config: NpuConfig) -> list[ConvPlan]:
+def plan_candidates(layer: ConvLayer, config: NpuConfig, streaming: bool = True) -> list[ConvPlan]:
     """Feasible tilings of ``layer`` that trade cycles for instructions, cheapest first.
 
     Each plan has fewer instructions than every cheaper one (a Pareto front), so a driver
-    short of instruction memory can step down the list.
+    short of instruction memory can step down the list.  With ``streaming`` a fully-connected
+    layer gets its one streaming plan (compiler/passes/lowering/fully_connected.py: LOOPs
+    emitted by the lowering; ``streaming=False`` for straight-line programs).
     """
+    if streaming:
+        from compiler.passes.lowering.fully_connected import fc_plan   # (it imports this module)
+
+        plan = fc_plan(layer, config)
+        if plan is not None:
+            return [plan]
     lanes = config.array_rows
     if config.psram_rows < PARAM_ROWS:
         raise Unsupported(f"PSRAM of {config.psram_rows} rows cannot hold one block's "

@@ -28,12 +28,14 @@
     X(mem_latency, 4u)
 
 /* Tensor layouts in external memory: X(constant, name). */
-#define NPU_LAYOUT_COUNT 2
+#define NPU_LAYOUT_COUNT 3
 #define NPU_LAYOUT_BRICK 0
 #define NPU_LAYOUT_FLAT 1
+#define NPU_LAYOUT_ROWS 2
 #define NPU_FOR_EACH_LAYOUT(X) \
     X(NPU_LAYOUT_BRICK, "brick") \
-    X(NPU_LAYOUT_FLAT, "flat")
+    X(NPU_LAYOUT_FLAT, "flat") \
+    X(NPU_LAYOUT_ROWS, "rows")
 
 /* Element types (numpy names): X(constant, name, bytes). */
 #define NPU_DTYPE_BOOL 0

@@ -6,8 +6,8 @@
 #include "npu_driver.h"
 #include "npu_json.h"
 
-#if NPU_LAYOUT_COUNT != 2 || NPU_LAYOUT_BRICK != 0 || NPU_LAYOUT_FLAT != 1
-#error "npu_image.c converts the layouts brick and flat of isa/layout.py: teach it the new ones"
+#if NPU_LAYOUT_COUNT != 3 || NPU_LAYOUT_BRICK != 0 || NPU_LAYOUT_FLAT != 1 || NPU_LAYOUT_ROWS != 2
+#error "npu_image.c converts the layouts brick, flat and rows of isa/layout.py: teach it the new ones"
 #endif
 
 #define SMALL_STRING 24     /* dtype and layout names */
@@ -363,6 +363,17 @@ static int tensor_size(npu_tensor_t *t, uint64_t lanes)
                 return 0;
             bytes = per_c * cb * lanes * t->itemsize;
         }
+    } else if (t->layout == NPU_LAYOUT_ROWS) {
+        /* Rows of the last stored axis padded to whole L-element vectors; at least one word. */
+        uint64_t d = t->rank ? stored_dim(t, t->rank - 1) : 1;
+        uint64_t outer = 1, width = ceil_div(d, lanes) * lanes * t->itemsize;
+        for (i = 0; i + 1 < t->rank; i++)
+            outer *= stored_dim(t, i);      /* <= count when d > 0; bounded above otherwise */
+        if (outer && width > UINT64_MAX / 2 / outer)
+            return 0;
+        bytes = outer * width;
+        if (bytes < lanes)
+            bytes = lanes;
     } else {
         bytes = count * t->itemsize;
         bytes = ceil_div(bytes ? bytes : 1, lanes) * lanes;
@@ -609,6 +620,41 @@ static void convert_flat(const npu_tensor_t *t, uint8_t *ext, uint8_t *host, int
     }
 }
 
+/* Between the host array and the "rows" layout: the stored array row-major, each run along
+ * its last axis padded with zeros to whole L-element vectors (rank 0 reads as [1]). */
+static void convert_rows(const npu_tensor_t *t, uint64_t lanes, uint8_t *ext, uint8_t *host, int to_ext)
+{
+    uint64_t st[NPU_MAX_RANK], idx[NPU_MAX_RANK], run, runs, r, offset = 0, padded;
+    uint32_t last, k;
+    if (t->count == 0)
+        return;
+    if (t->rank == 0) {
+        copy_run(ext, host, 1, t->itemsize, t->itemsize, to_ext);
+        if (to_ext)
+            memset(ext + t->itemsize, 0, (size_t)((lanes - 1) * t->itemsize));
+        return;
+    }
+    host_strides(t, st);
+    last = t->rank - 1;
+    run = stored_dim(t, last);
+    padded = ceil_div(run, lanes) * lanes * t->itemsize;
+    runs = t->count / run;
+    for (k = 0; k < last; k++)
+        idx[k] = 0;
+    for (r = 0; r < runs; r++, ext += padded) {
+        copy_run(ext, host + offset, run, st[last], t->itemsize, to_ext);
+        if (to_ext)
+            memset(ext + run * t->itemsize, 0, (size_t)(padded - run * t->itemsize));
+        for (k = last; k-- > 0;) {      /* next stored index, last axes fastest */
+            offset += st[k];
+            if (++idx[k] < stored_dim(t, k))
+                break;
+            offset -= idx[k] * st[k];
+            idx[k] = 0;
+        }
+    }
+}
+
 npu_status_t npu_set_input(const npu_dev_t *dev, const npu_program_t *prog, uint32_t index,
                            const void *data, size_t bytes)
 {
@@ -622,6 +668,9 @@ npu_status_t npu_set_input(const npu_dev_t *dev, const npu_program_t *prog, uint
     /* The host array is only read; the converters share code with the read direction. */
     if (t->layout == NPU_LAYOUT_BRICK) {
         convert_brick(t, prog->config.bus_bytes, ext, (uint8_t *)(uintptr_t)data, 1);
+    } else if (t->layout == NPU_LAYOUT_ROWS) {
+        memset(ext, 0, (size_t)t->nbytes);      /* padding lanes (and empty tensors' word) */
+        convert_rows(t, prog->config.bus_bytes, ext, (uint8_t *)(uintptr_t)data, 1);
     } else {
         convert_flat(t, ext, (uint8_t *)(uintptr_t)data, 1);
         memset(ext + bytes, 0, (size_t)(t->nbytes - bytes));
@@ -643,6 +692,8 @@ npu_status_t npu_get_output(const npu_dev_t *dev, const npu_program_t *prog, uin
         dev->cache_invalidate(dev->ctx, ext, (size_t)t->nbytes);
     if (t->layout == NPU_LAYOUT_BRICK)
         convert_brick(t, prog->config.bus_bytes, ext, (uint8_t *)data, 0);
+    else if (t->layout == NPU_LAYOUT_ROWS)
+        convert_rows(t, prog->config.bus_bytes, ext, (uint8_t *)data, 0);
     else
         convert_flat(t, ext, (uint8_t *)data, 0);
     return NPU_OK;

@@ -2,7 +2,7 @@
 // memory, so that whole programs run with the cocotb testbench idle.
 //
 // External memory: MEM_WORDS words of BUS_BYTES bytes, always ready, one request per cycle,
-// posted writes, read data exactly LATENCY cycles after the request (the contract of
+// posted writes of the bytes enabled in req_be, read data exactly LATENCY cycles after the request (the contract of
 // hw/interfaces.ExtBusSignature).  Plusargs:
 //   +MEM_WORDS=<n>    words loaded at time 0 and dumped at the end (default 0: none)
 //   +MEM_IN=<file>    $readmemh image of words 0 .. n-1 (one word per line, hex, MSB first)
@@ -35,13 +35,14 @@ module tb_top #(
     logic                 req_valid, req_ready, req_we, resp_valid;
     logic [ADDR_BITS-1:0] req_addr;
     logic [BW-1:0]        req_wdata, resp_rdata;
+    logic [BUS_BYTES-1:0] req_be;
 
     npu dut (
         .clk(clk), .rst(rst),
         .csr__addr(csr_addr), .csr__w_stb(csr_w_stb), .csr__w_data(csr_w_data),
         .csr__r_data(csr_r_data),
         .bus__req_valid(req_valid), .bus__req_ready(req_ready), .bus__req_addr(req_addr),
-        .bus__req_we(req_we), .bus__req_wdata(req_wdata),
+        .bus__req_we(req_we), .bus__req_wdata(req_wdata), .bus__req_be(req_be),
         .bus__resp_valid(resp_valid), .bus__resp_rdata(resp_rdata),
         .irq(irq), .stopped(stopped)
     );
@@ -67,7 +68,8 @@ module tb_top #(
 
     always_ff @(posedge clk) begin
         if (req_valid && req_we) begin
-            mem[word] <= req_wdata;
+            for (int b = 0; b < BUS_BYTES; b++)
+                if (req_be[b]) mem[word][8*b +: 8] <= req_wdata[8*b +: 8];
             if ({{SH{1'b0}}, word} >= written_words) written_words <= {{SH{1'b0}}, word} + 1'b1;
         end
         valid_pipe[0] <= req_valid && !req_we;

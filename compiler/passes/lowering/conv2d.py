@@ -22,6 +22,7 @@ from isa.instructions import Sram
 
 from compiler.ops import Op, new_op
 from compiler.passes.lowering.dma import Window, fill_name, load_window
+from compiler.passes.lowering.fully_connected import FcPlan, lower_fc
 from compiler.passes.memplan import ExtPlan
 from compiler.passes.tiling import ConvPlan
 from compiler.passes.weights import PARAM_ROWS
@@ -52,6 +53,8 @@ def constant_names(layer_name: str, input_zp: int) -> dict[str, str]:
 
 def lower_conv(plan: ConvPlan, ext: ExtPlan, config: NpuConfig, index: int) -> list[Op]:
     layer = plan.layer
+    if isinstance(plan, FcPlan):      # streamed weights, LOOPs emitted directly
+        return lower_fc(plan, ext, config, index, constant_names(layer.name, layer.input_zp))
     lanes, cols = config.array_rows, config.array_cols
     bus = config.bus_bytes
     _, ih, iw, _ = layer.in_shape

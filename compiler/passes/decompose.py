@@ -1,0 +1,199 @@
+"""Operators the vector unit runs as a few simpler layers (built here for the dataflow walk,
+compiler/passes/dataflow.py): data-dependent selection becomes compare, select and reduce.
+
+* ARGMAX(x, axis): ``m = REDUCE_MAX(x)``; ``REDUCE_MIN(SELECT(x == m, iota, D))`` (the first
+  index of the maximum), reshaped without the axis.
+* GATHER(values[N,K,C], indices[N,W]): ``out[n,w,c] = MAX_k SELECT(indices[n,w] == k,
+  values[n,k,c], lowest)``: a one-hot over K, broadcast as [N,W,K,C].
+* SCATTER(values_in[N,K,C], indices[N,W], input[N,W,C]): ``hit[n,k] = ANY_w(indices[n,w] ==
+  k)``, ``out = SELECT(hit, MAX_w SELECT(indices == k, input, lowest), values_in)`` (the spec
+  requires the indices of one batch to be distinct).
+
+* MATMUL(A[N,H,C], B[N,C,W]) (int8): ``REDUCE_SUM_c((A - A_zp)[N,H,C,1] * (B - B_zp)[N,1,C,W])``,
+  the zero points taken off exactly by VRESCALE (int8 -> int32), products by VALU MUL.
+  (The MXU would do it faster; int16 x int16 accumulates in int48, not supported yet.)
+
+Every intermediate is a rows tensor of its own; reductions hold at most 255 elements per
+window (REDUCE's limit), so K (GATHER), W (SCATTER) and the ARGMAX axis are bounded so.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from isa.instructions import ValuOp, VecType
+from tosa_ir import Operator
+from tosa_ir.graph import numpy_dtype
+
+from compiler.passes.elementwise import VEC_TYPES, EltLayer, Step
+from compiler.passes.fusion import invalid, unsupported
+from compiler.passes.moves import MoveLayer, _reshape_parts, row_strides
+from compiler.passes.reduce import WINDOW_MAX, ReduceLayer
+
+DECOMPOSED_OPS = ("ARGMAX", "GATHER", "SCATTER", "MATMUL")
+LOWEST = {"int8": -128, "int16": -32768, "int32": -(1 << 31)}
+
+
+class _Builder:
+    """Intermediate tensors and layers for one operator."""
+
+    def __init__(self, walk, op: Operator):
+        self.walk, self.op = walk, op
+        self.base = walk._name(op.op.lower())
+        self.count = 0
+
+    def tmp(self, shape, dtype: str) -> str:
+        name = f"{self.base}.t{self.count}"
+        self.count += 1
+        return self.walk._root(name, tuple(shape), "computed", layout="rows", dtype=dtype)
+
+    def const(self, data: np.ndarray, dtype: str) -> str:
+        name = f"{self.base}.c{self.count}"
+        self.count += 1
+        data = np.asarray(data).astype(numpy_dtype(dtype))
+        return self.walk._root(name, data.shape, "const", layout="rows", dtype=dtype, data=data)
+
+    def shape(self, t: str) -> tuple[int, ...]:
+        return tuple(self.walk.flow.shapes[t])
+
+    def layer(self, layer) -> None:
+        layer.ops, layer.location = [self.op.describe()], self.op.location
+        self.walk.flow.layers.append(layer)
+
+    def valu(self, op: ValuOp, dtype: VecType, inputs: list[str], types: list[VecType], out_shape, out_dtype: str,
+             out_type: VecType) -> str:
+        out = self.tmp(out_shape, out_dtype)
+        srcs = tuple(f"in{k}" for k in range(len(inputs)))
+        tmap = {f"in{k}": t for k, t in enumerate(types)}
+        tmap["out"] = out_type
+        self.layer(EltLayer(f"{self.base}.l{self.count}", list(inputs), out, tuple(out_shape), tmap, {},
+                            [Step("VALU", {"op": op, "dtype": dtype}, srcs, "out")]))
+        return out
+
+    def reduce(self, x: str, axis: int, mode: str, dtype: VecType, out_dtype: str) -> str:
+        shape = self.shape(x)
+        out = self.tmp(tuple(1 if i == axis else d for i, d in enumerate(shape)), out_dtype)
+        self.layer(ReduceLayer(f"{self.base}.l{self.count}", x, out, shape, axis, mode, dtype))
+        return out
+
+    def reshape(self, x: str, shape, dtype: str, name: str | None = None) -> str:
+        """``x`` as ``shape``: a view when the rows bytes coincide, else an element copy."""
+        from compiler.passes.dataflow import Ref
+
+        before, after = self.shape(x) or (1,), tuple(shape) or (1,)
+        lanes = self.walk.lanes
+        target = name or f"{self.base}.t{self.count}"
+        self.count += 1
+        if before[-1] == after[-1] or (before[-1] % lanes == 0 and after[-1] % lanes == 0):
+            self.walk._alias(target, Ref(x), tuple(shape))
+            return target
+        self.walk._root(target, tuple(shape), "computed", layout="rows", dtype=dtype)
+        size = numpy_dtype(dtype).itemsize
+        parts = _reshape_parts(before, after, row_strides(before, size, lanes), row_strides(after, size, lanes),
+                               size)
+        self.layer(MoveLayer(f"{self.base}.l{self.count}", [x], target, size, parts))
+        return target
+
+
+def decompose(walk, op: Operator) -> None:
+    """Add the layers of ``op`` (one of DECOMPOSED_OPS) to the walk's dataflow."""
+    block = walk.block
+    b = _Builder(walk, op)
+    out = block.tensor(op.outputs[0])
+    if any(d < 0 for d in out.shape):
+        raise unsupported(op, "unknown dimensions")
+    if op.op == "ARGMAX":
+        x = walk._require_vec(op, op.inputs[0])
+        xt = block.tensor(op.inputs[0])
+        axis = int(op.attrs.get("axis", 0))
+        if xt.dtype not in LOWEST:
+            raise unsupported(op, f"ARGMAX of {xt.dtype}")
+        shape = tuple(xt.shape)
+        if not 0 <= axis < len(shape):
+            raise invalid(op, f"axis {axis} outside rank {len(shape)}")
+        if shape[axis] > WINDOW_MAX:
+            raise unsupported(op, f"{shape[axis]} elements along the axis; one VPOOL window holds {WINDOW_MAX}")
+        t = VEC_TYPES[xt.dtype]
+        m = b.reduce(x, axis, "max", t, xt.dtype)
+        eq = b.valu(ValuOp.EQUAL, t, [x, m], [t, t], shape, "bool", VecType.INT8)
+        iota_shape = [1] * len(shape)
+        iota_shape[axis] = shape[axis]
+        iota = b.const(np.arange(shape[axis]).reshape(iota_shape), "int32")
+        big = b.const(np.full([1] * len(shape), shape[axis]), "int32")
+        sel = b.valu(ValuOp.SELECT, VecType.INT32, [eq, iota, big], [VecType.INT8, VecType.INT32, VecType.INT32],
+                     shape, "int32", VecType.INT32)
+        idx = b.reduce(sel, axis, "min", VecType.INT32, "int32")
+        b.reshape(idx, tuple(out.shape), "int32", name=op.outputs[0])
+        return
+    if op.op == "MATMUL":
+        _matmul(b, op)
+        return
+    if op.op == "GATHER":
+        values, indices = (walk._require_vec(op, t) for t in op.inputs[:2])
+        vt = block.tensor(op.inputs[0])
+        if vt.dtype not in LOWEST or block.tensor(op.inputs[1]).dtype != "int32":
+            raise unsupported(op, f"GATHER of {vt.dtype} by {block.tensor(op.inputs[1]).dtype}")
+        n, k, c = vt.shape
+        w = block.tensor(op.inputs[1]).shape[1]
+        if k > WINDOW_MAX:
+            raise unsupported(op, f"K = {k} values to choose from; one VPOOL window holds {WINDOW_MAX}")
+        t = VEC_TYPES[vt.dtype]
+        idx4 = b.reshape(indices, (n, w, 1, 1), "int32")
+        iota = b.const(np.arange(k).reshape(1, 1, k, 1), "int32")
+        eq = b.valu(ValuOp.EQUAL, VecType.INT32, [idx4, iota], [VecType.INT32] * 2, (n, w, k, 1), "bool",
+                    VecType.INT8)
+        vals4 = b.reshape(values, (n, 1, k, c), vt.dtype)
+        low = b.const(np.full((1, 1, 1, 1), LOWEST[vt.dtype]), vt.dtype)
+        sel = b.valu(ValuOp.SELECT, t, [eq, vals4, low], [VecType.INT8, t, t], (n, w, k, c), vt.dtype, t)
+        red = b.reduce(sel, 2, "max", t, vt.dtype)
+        b.reshape(red, (n, w, c), vt.dtype, name=op.outputs[0])
+        return
+    # SCATTER
+    values_in, indices, source = (walk._require_vec(op, t) for t in op.inputs[:3])
+    vt = block.tensor(op.inputs[0])
+    if vt.dtype not in LOWEST or block.tensor(op.inputs[1]).dtype != "int32":
+        raise unsupported(op, f"SCATTER of {vt.dtype} by {block.tensor(op.inputs[1]).dtype}")
+    n, k, c = vt.shape
+    w = block.tensor(op.inputs[1]).shape[1]
+    if w > WINDOW_MAX:
+        raise unsupported(op, f"W = {w} updates per batch; one VPOOL window holds {WINDOW_MAX}")
+    t = VEC_TYPES[vt.dtype]
+    idx4 = b.reshape(indices, (n, w, 1, 1), "int32")
+    iota = b.const(np.arange(k).reshape(1, 1, k, 1), "int32")
+    eq = b.valu(ValuOp.EQUAL, VecType.INT32, [idx4, iota], [VecType.INT32] * 2, (n, w, k, 1), "bool", VecType.INT8)
+    src4 = b.reshape(source, (n, w, 1, c), vt.dtype)
+    low = b.const(np.full((1, 1, 1, 1), LOWEST[vt.dtype]), vt.dtype)
+    sel = b.valu(ValuOp.SELECT, t, [eq, src4, low], [VecType.INT8, t, t], (n, w, k, c), vt.dtype, t)
+    red = b.reduce(sel, 1, "max", t, vt.dtype)                      # [n, 1, k, c]
+    hit = b.reduce(eq, 1, "max", VecType.INT8, "bool")              # [n, 1, k, 1]
+    vin4 = b.reshape(values_in, (n, 1, k, c), vt.dtype)
+    res = b.valu(ValuOp.SELECT, t, [hit, red, vin4], [VecType.INT8, t, t], (n, 1, k, c), vt.dtype, t)
+    b.reshape(res, (n, k, c), vt.dtype, name=op.outputs[0])
+
+
+def _matmul(b: _Builder, op: Operator) -> None:
+    from compiler.passes.elementwise import _scalar
+
+    block = b.walk.block
+    at, bt = block.tensor(op.inputs[0]), block.tensor(op.inputs[1])
+    if at.dtype != "int8" or bt.dtype != "int8":
+        raise unsupported(op, f"{at.dtype} x {bt.dtype}: int16 matrices accumulate in int48, not supported yet")
+    n, h, c = at.shape
+    w = bt.shape[2]
+    if c > WINDOW_MAX:
+        raise unsupported(op, f"C = {c}: one VPOOL window sums at most {WINDOW_MAX} products")
+    azp = _scalar(op, block, 2, ("A_zp", "a_zp"), 0)
+    bzp = _scalar(op, block, 3, ("B_zp", "b_zp"), 0)
+    x, y = (b.walk._require_vec(op, t) for t in op.inputs[:2])
+    a4 = b.reshape(x, (n, h, c, 1), "int8")
+    b4 = b.reshape(y, (n, 1, c, w), "int8")
+    wide = []
+    for t, zp, shape in ((a4, azp, (n, h, c, 1)), (b4, bzp, (n, 1, c, w))):
+        out = b.tmp(shape, "int32")
+        fields = dict(in_type=VecType.INT8, out_type=VecType.INT32, per_channel=0, scale32=1, double_round=0,
+                      in_zp=zp, out_zp=0, clamp=0)
+        b.layer(EltLayer(f"{b.base}.l{b.count}", [t], out, shape, {"in0": VecType.INT8, "out": VecType.INT32}, {},
+                         [Step("VRESCALE", fields, ("in0",), "out")], params=np.array([[1], [0]], np.int64)))
+        wide.append(out)
+    prod = b.valu(ValuOp.MUL, VecType.INT32, wide, [VecType.INT32] * 2, (n, h, c, w), "int32", VecType.INT32)
+    total = b.reduce(prod, 2, "sum", VecType.INT32, "int32")
+    b.reshape(total, (n, h, w), "int32", name=op.outputs[0])

@@ -1,0 +1,68 @@
+"""Graph legality: the spec's ERROR_IF conditions, checked before (or instead of) lowering.
+
+The compiler must reject an illegal graph as illegal (``InvalidInput``/``TosaError``, exit
+code 2), even one using operators or forms it cannot lower (which would otherwise be
+``Unsupported``).  ERROR_IF conditions depend on shapes, types, attributes and constant
+tensors, never on the values of graph inputs, so :func:`check_graph` evaluates them with the
+reference interpreter (sim.reference, the project's statement of the spec) on all-zero inputs
+of the declared shapes and discards the values: nothing computed here reaches the program.
+
+A failed LEVEL_CHECK (shapes beyond the 8K level, e.g. rank 7) is raised too
+(TosaUnpredictable).  What the dry run cannot judge is left alone: a REQUIRE failing on the
+zero inputs (e.g. a division by zero), a graph the interpreter does not support, or a loop that
+exceeds the dry run's iteration budget.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from tosa_ir import Graph
+from tosa_ir.errors import NpuError, TosaError, TosaUnpredictable
+from tosa_ir.graph import numpy_dtype
+
+# WHILE_LOOP bodies the dry run may execute in all (a data-dependent loop on zeros may not end).
+DRY_RUN_ITERATIONS = 1000
+# Graphs whose inputs hold more elements than this are not dry-run (their ERROR_IFs are left
+# to the lowering passes' own checks): the dry run costs a reference execution.
+DRY_RUN_ELEMENTS = 1 << 22
+
+
+def check_graph(graph: Graph) -> None:
+    """Raise the first ERROR_IF the graph breaks (TosaError / InvalidInput), else return."""
+    from sim.reference.interpreter import Interpreter
+
+    try:
+        block = graph.main
+    except ValueError:
+        return
+    inputs = {}
+    total = 0
+    for name in block.inputs:
+        tensor = block.tensors.get(name)
+        if tensor is None or any(d < 0 for d in tensor.shape):
+            return
+        try:
+            dtype = numpy_dtype(tensor.dtype)
+        except ValueError:
+            return
+        total += int(np.prod(tensor.shape, dtype=np.int64))
+        inputs[name] = np.zeros(tensor.shape, dtype)
+    if total > DRY_RUN_ELEMENTS:
+        return
+    try:
+        with np.errstate(all="ignore"):
+            Interpreter(graph, max_loop_iterations=DRY_RUN_ITERATIONS).run(inputs)
+    except TosaError:
+        raise
+    except TosaUnpredictable as e:
+        # A LEVEL_CHECK (e.g. rank above MAX_RANK) depends on shapes only: the graph is
+        # outside the level the NPU implements.  A REQUIRE may just be the zero inputs'.
+        if e.kind == "LEVEL_CHECK":
+            raise
+    except NpuError as e:
+        # InvalidInput from the interpreter is an illegal graph too; Unsupported and
+        # TosaUnpredictable say nothing about legality.
+        if type(e).__name__ == "InvalidInput":
+            raise
+    except Exception:   # noqa: BLE001 - a dry run that cannot finish judges nothing
+        return

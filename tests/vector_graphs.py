@@ -1,0 +1,105 @@
+"""Test helpers: graphs of elementwise (vector-unit) operators in the TOSA 1.0 form, input
+values that keep every REQUIRE of the reference interpreter, and a compile-run-compare
+check on the ISA simulator against the reference interpreter (sim.reference)."""
+from __future__ import annotations
+
+import numpy as np
+
+from tosa_ir import Block, Graph, Operator, Tensor
+
+from compiler.driver import run_pipeline
+from sim.isa_sim import IsaSim
+from sim.reference import run_graph
+
+INT_RANGE = {"bool": (0, 1), "int8": (-128, 127), "int16": (-32768, 32767), "int32": (-(1 << 31), (1 << 31) - 1)}
+NP = {"bool": np.bool_, "int8": np.int8, "int16": np.int16, "int32": np.int32}
+
+
+class VecBuilder:
+    """A main block built operator by operator (TOSA 1.0 operands: MUL's shift, NEGATE's and
+    RESCALE's zero points and RESCALE's parameters as constant input tensors)."""
+
+    def __init__(self, rng: np.random.Generator, name: str = "vec"):
+        self.rng, self.name = rng, name
+        self.block = Block("main")
+        self.count = 0
+        self.ranges: dict[str, tuple[int, int]] = {}   # graph input -> value range
+
+    def tensor(self, shape, dtype, data=None) -> str:
+        name = f"t{self.count}"
+        self.count += 1
+        self.block.add_tensor(Tensor(name, tuple(shape), dtype, data))
+        return name
+
+    def input(self, shape, dtype, lo=None, hi=None) -> str:
+        name = self.tensor(shape, dtype)
+        self.block.inputs.append(name)
+        r = INT_RANGE[dtype]
+        self.ranges[name] = (r[0] if lo is None else lo, r[1] if hi is None else hi)
+        return name
+
+    def const(self, data: np.ndarray, dtype: str) -> str:
+        return self.tensor(np.shape(data), dtype, np.asarray(data, NP.get(dtype, np.int64)))
+
+    def op(self, kind: str, inputs: list[str], shape, dtype: str, **attrs) -> str:
+        out = self.tensor(shape, dtype)
+        self.block.operators.append(Operator(kind, list(inputs), [out], attrs,
+                                             f"{self.name}:{kind.lower()}{len(self.block.operators)}"))
+        return out
+
+    def shape(self, t: str) -> tuple[int, ...]:
+        return tuple(self.block.tensor(t).shape)
+
+    def dtype(self, t: str) -> str:
+        return self.block.tensor(t).dtype
+
+    # -- operators with parameters --------------------------------------------------------
+    def mul(self, a: str, b: str, shift: int = 0) -> str:
+        shape = tuple(np.broadcast_shapes(self.shape(a), self.shape(b)))
+        return self.op("MUL", [a, b, self.const([shift], "int8")], shape, "int32")
+
+    def negate(self, x: str, izp: int = 0, ozp: int = 0) -> str:
+        t = self.dtype(x)
+        return self.op("NEGATE", [x, self.const([izp], t), self.const([ozp], t)], self.shape(x), t)
+
+    def rescale(self, x: str, out_dtype: str, multiplier, shift, izp=0, ozp=0, scale32=True,
+                double_round=False, per_channel=False, input_unsigned=False, output_unsigned=False) -> str:
+        in_t = self.dtype(x)
+        inputs = [x, self.const(np.asarray(multiplier).reshape(-1), "int32" if scale32 else "int16"),
+                  self.const(np.asarray(shift).reshape(-1), "int8"),
+                  self.const([izp], in_t), self.const([ozp], out_dtype)]
+        return self.op("RESCALE", inputs, self.shape(x), out_dtype, scale32=scale32,
+                       rounding_mode="DOUBLE_ROUND" if double_round else "SINGLE_ROUND",
+                       per_channel=per_channel, input_unsigned=input_unsigned, output_unsigned=output_unsigned)
+
+    def graph(self, outputs: list[str]) -> Graph:
+        self.block.outputs = list(outputs)
+        return Graph.single_block(self.block, version=(1, 0, 0, False), source=f"{self.name}.tosa")
+
+    def inputs(self, rng: np.random.Generator) -> dict[str, np.ndarray]:
+        out = {}
+        for name in self.block.inputs:
+            t = self.block.tensor(name)
+            lo, hi = self.ranges[name]
+            out[name] = rng.integers(lo, hi, t.shape, endpoint=True).astype(NP[t.dtype])
+        return out
+
+
+def run_and_compare(graph: Graph, inputs: dict, config, check_hazards: bool = True):
+    """Compile ``graph``, run it on the ISA simulator, compare every output bit-exactly with
+    the reference interpreter; returns the compilation."""
+    comp = run_pipeline(graph, config)
+    program = comp.program
+    expected = run_graph(graph, inputs)
+    result = IsaSim(config, check_hazards=check_hazards).run(program, program.memory_image(inputs))
+    assert result.ok, result.error_message
+    if check_hazards:
+        assert result.hazards == [], result.hazards[:3]
+    got = program.read_outputs(result.memory)
+    assert set(got) == set(expected)
+    for name, want in expected.items():
+        assert got[name].shape == want.shape, (name, got[name].shape, want.shape)
+        bad = np.argwhere(got[name].astype(np.int64) != want.astype(np.int64))
+        assert bad.size == 0, (f"{name}: {len(bad)} of {want.size} wrong, first at {bad[0].tolist()}: "
+                               f"got {got[name][tuple(bad[0])]}, want {want[tuple(bad[0])]}")
+    return comp
