@@ -38,6 +38,7 @@ ROOT = Path(__file__).resolve().parent.parent
 @dataclass
 class LayerRow:
     name: str
+    output: str        # the graph tensor the layer writes (AlexNet: relu1 .. conv8)
     kind: str
     cycles: int
     macs: int
@@ -90,7 +91,8 @@ def layer_rows(comp, config: NpuConfig) -> tuple[list[LayerRow], int]:
     for i, layer in enumerate(comp.layers):
         finish = max(done, end[i])
         bound = max(-(-layer.macs // config.macs_per_cycle), -(-minimal_bytes(layer) // config.bus_bytes))
-        rows.append(LayerRow(layer.name, type(layer).__name__, finish - done, layer.macs, read[i], written[i],
+        output = layer.writes[0] if getattr(layer, "writes", None) else ""
+        rows.append(LayerRow(layer.name, output, type(layer).__name__, finish - done, layer.macs, read[i], written[i],
                              bound, static[i]))
         done = finish
     total = int(timing.total_cycles)
@@ -149,16 +151,16 @@ def run_model(name: str, model_path: Path, input_path: Path, config: NpuConfig, 
 
     table = Table(f"roofline_{name}", f"{name}: per-layer cycles on the ISA simulator vs the roofline "
                   f"({config.array_rows}x{config.array_cols}, {config.bus_bytes} B/cycle)", [
-        Column("layer"), Column("kind"), Column("cycles", fmt=","), Column("MACs", fmt=","),
+        Column("layer"), Column("output"), Column("kind"), Column("cycles", fmt=","), Column("MACs", fmt=","),
         Column("util", "%", ".1f"), Column("read", "B", ","), Column("written", "B", ","),
         Column("bound", "cycles", ","), Column("x bound", fmt=".3f"), Column("instr")])
     for r in rows:
         util = 100.0 * r.macs / (r.cycles * config.macs_per_cycle) if r.cycles else 0.0
-        table.add(r.name, r.kind, r.cycles, r.macs, util, r.read, r.written, r.bound or None,
+        table.add(r.name, r.output, r.kind, r.cycles, r.macs, util, r.read, r.written, r.bound or None,
                   r.cycles / r.bound if r.bound else None, r.instructions)
     macs = sum(r.macs for r in rows)
     bound = sum(r.bound for r in rows)
-    table.add("total", "", total, macs, 100.0 * macs / (total * config.macs_per_cycle),
+    table.add("total", "", "", total, macs, 100.0 * macs / (total * config.macs_per_cycle),
               sum(r.read for r in rows), sum(r.written for r in rows), bound, total / bound,
               len(program.instructions))
     conv = [r for r in rows if r.kind in ("ConvLayer", "PackedConvLayer", "RepackLayer")]

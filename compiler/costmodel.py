@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from functools import lru_cache
 
+from isa import matmul
 from isa.config import NpuConfig
 from isa.encoding import Instruction
 from sim.npu_timing import TimingModel
@@ -28,10 +29,14 @@ def dma_words(v: dict) -> int:
     return v["len2"] * lines * per_line
 
 
-def matmul_timing(rows: int, vectors: int) -> tuple[int, int]:
-    """(occupancy, busy) of a MATMUL streaming ``vectors`` inputs through ``rows`` array rows."""
+def matmul_timing(rows: int, vectors: int, a_type: int = 0) -> tuple[int, int]:
+    """(occupancy, busy) of a MATMUL streaming ``vectors`` inputs through ``rows`` array rows
+    (``a_type`` INT16: each input vector is two ASRAM rows, so half rate; isa/matmul.py)."""
     if vectors == 0:
         return 1, 0
+    if a_type:
+        return (matmul.front_end_cycles(rows, vectors, a_type),
+                matmul.busy_cycles(rows, vectors, a_type) + 1)
     return max(vectors, rows), vectors + rows + MXU_DRAIN
 
 
@@ -43,7 +48,8 @@ def _model(config: NpuConfig) -> TimingModel:
 def instr_timing(instr: Instruction, config: NpuConfig) -> tuple[int, int]:
     """(occupancy, busy) cycles of ``instr``."""
     if instr.name == "MATMUL":
-        return matmul_timing(config.array_rows, instr.values["n0"] * instr.values["n1"])
+        return matmul_timing(config.array_rows, instr.values["n0"] * instr.values["n1"],
+                             instr.values.get("a_type", 0))
     if instr.name in ("DMA_LOAD", "DMA_STORE", "ACT", "VRESCALE", "VALU", "VPOOL", "TABLE"):
         cycles = _model(config).duration(instr)
         return (cycles + 1, cycles + 1) if cycles else (1, 0)

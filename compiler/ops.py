@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from isa import dma
+from isa import dma, matmul
 from isa.config import NpuConfig
 from isa.encoding import Instruction, make
 from isa.instructions import Sram, TableMode, Unit, VecMem
@@ -65,8 +65,11 @@ def footprint(instr: Instruction, config: NpuConfig) -> tuple[list[Access], list
     if name == "MATMUL":
         n = v["n0"] * v["n1"]
         last = v["a_addr"] + max(v["n1"] - 1, 0) * v["a_stride1"] + max(v["n0"] - 1, 0) * v["a_stride0"]
-        reads = [("ASRAM", v["a_addr"], last + 1), ("WSRAM", v["w_addr"], v["w_addr"] + config.array_rows)]
-        acc = ("ACC", v["acc_addr"], v["acc_addr"] + n)
+        a_type, w_type = v.get("a_type", 0), v.get("w_type", 0)
+        p = matmul.rows_per_vector(a_type)     # INT16: 2 ASRAM rows per input, 2 ACC rows per result
+        reads = [("ASRAM", v["a_addr"], last + p),
+                 ("WSRAM", v["w_addr"], v["w_addr"] + matmul.tile_rows(config.array_rows, w_type))]
+        acc = ("ACC", v["acc_addr"], v["acc_addr"] + p * n)
         if v["accumulate"]:
             reads.append(acc)
         return reads, [acc]

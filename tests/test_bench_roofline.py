@@ -48,10 +48,10 @@ def test_table_of_a_model(small_alexnet, tmp_path):
     ctx = BenchContext(repeat=1, build_dir=tmp_path, quick=True, log=lambda text: None)
     table = roofline.run_model("alexnet16", *small_alexnet, DEFAULT_CONFIG, ctx)
     assert table.rows[-1][0] == "total"
-    assert table.rows[-1][2] == sum(row[2] for row in table.rows[:-1])
+    assert table.rows[-1][3] == sum(row[3] for row in table.rows[:-1])
     assert any("bit-exact vs the reference interpreter: yes" in note for note in table.notes)
     path = table.write_csv(tmp_path)
-    assert path.read_text().splitlines()[0].startswith("layer,kind,cycles,MACs")
+    assert path.read_text().splitlines()[0].startswith("layer,output,kind,cycles,MACs")
 
 
 def test_quick_run_covers_the_bundled_models(tmp_path):

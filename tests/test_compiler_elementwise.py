@@ -129,6 +129,8 @@ RESCALES = [
     ("int16", "int8", True, True, False, True, False, 32768, 0),     # uint16 input
     ("int8", "int16", True, False, False, False, True, 0, 32768),    # uint16 output
     ("int16", "int8", True, False, True, False, True, 0, 200),       # uint8 output
+    ("int48", "int32", False, False, True, False, False, 0, 0),      # int48 (int64 in memory)
+    ("int48", "int16", False, False, False, False, False, 0, 0),
 ]
 
 
@@ -138,12 +140,13 @@ def test_rescale_modes(case):
     rng = np.random.default_rng(11)
     shape = (2, 3, 21)
     g = VecBuilder(rng)
-    lo, hi = (-(1 << 16), 1 << 16) if in_t == "int32" else (None, None)
+    lo, hi = {"int32": (-(1 << 16), 1 << 16), "int48": (-(1 << 40), 1 << 40)}.get(in_t, (None, None))
     x = g.input(shape, in_t, lo, hi)
     n = shape[-1] if per_channel else 1
     # Parameters keeping apply_scale's REQUIREs (|value| < 2**(shift-1), int32 results).
     mul = rng.integers(1 << 12, (1 << 30) if scale32 else (1 << 14), n)
-    shift = rng.integers(23, 40, n) if scale32 else rng.integers(13, 16, n)
+    shift = rng.integers(23, 40, n) if scale32 else rng.integers(30, 40, n) if in_t == "int48" else \
+        rng.integers(13, 16, n)
     # Unsigned zero points travel as the bit patterns of the signless types.
     izp_v = (np.int16(np.uint16(izp)) if in_t == "int16" else np.int8(np.uint8(izp))) if iu else izp
     ozp_v = (np.int16(np.uint16(ozp)) if out_t == "int16" else np.int8(np.uint8(ozp))) if ou else ozp

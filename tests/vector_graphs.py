@@ -11,8 +11,9 @@ from compiler.driver import run_pipeline
 from sim.isa_sim import IsaSim
 from sim.reference import run_graph
 
-INT_RANGE = {"bool": (0, 1), "int8": (-128, 127), "int16": (-32768, 32767), "int32": (-(1 << 31), (1 << 31) - 1)}
-NP = {"bool": np.bool_, "int8": np.int8, "int16": np.int16, "int32": np.int32}
+INT_RANGE = {"bool": (0, 1), "int8": (-128, 127), "int16": (-32768, 32767), "int32": (-(1 << 31), (1 << 31) - 1),
+             "int48": (-(1 << 47), (1 << 47) - 1)}
+NP = {"bool": np.bool_, "int8": np.int8, "int16": np.int16, "int32": np.int32, "int48": np.int64}
 
 
 class VecBuilder:

@@ -147,14 +147,24 @@ def _candidates(items: list[_Item], i: int, limit: int, memo: dict | None = None
         if depth + 1 > limit or items[i + p].key != items[i].key:
             continue
         incs = None
-        for j in range(p):
-            a, b = items[i + j], items[i + p + j]
-            if a.key != b.key:
+        later = memo.get((i + 1, p)) if memo is not None else None
+        if later is not None:
+            # The body one item later repeats with increments ``later``: its pairs but the
+            # last are this body's pairs but the first, and that last pair touches the
+            # spaces of this first one (same key), so if the first pair agrees with
+            # ``later``, the increments here are ``later``.
+            incs = _delta(items[i], items[i + p], list(later[0]))
+            if incs is not None and tuple(incs) != later[0]:
                 incs = None
-                break
-            incs = _delta(a, b, incs)
-            if incs is None:
-                break
+        if incs is None:
+            for j in range(p):
+                a, b = items[i + j], items[i + p + j]
+                if a.key != b.key:
+                    incs = None
+                    break
+                incs = _delta(a, b, incs)
+                if incs is None:
+                    break
         if incs is None or not _incs_ok(incs):
             continue
         key = tuple(incs)

@@ -130,6 +130,8 @@ def elt_constants(layer: EltLayer, config: NpuConfig) -> dict[str, bytes]:
 
 
 def _rows_of(dtype: VecType, mem: str) -> int:
+    if dtype == VecType.INT48:          # as loaded: two int32 vectors (low, high words)
+        return 8 if mem == "ASRAM" else 2
     return DTYPE_BITS[dtype] // 8 if mem == "ASRAM" else 1
 
 
@@ -210,6 +212,9 @@ def lower_elementwise(layer: EltLayer, flow, ext: ExtPlan, config: NpuConfig, in
     asram_per = sum(_rows_of(types[n], "ASRAM") for n in names if n not in resident)
     asram_per += sum(_rows_of(types[t], "ASRAM") for t, mem in layer.temps.items() if mem == "ASRAM")
     acc_per = sum(1 for mem in layer.temps.values() if mem == "ACC")
+    # An int48 input (int64 in memory) is loaded as two int32 halves (8 rows per vector, in
+    # asram_per through _rows_of) and copied into ACC row pairs, where VRESCALE reads INT48.
+    acc_per += sum(2 for n in names[1:] if types[n] == VecType.INT48)
     wpr = config.words_per_wide_row
     prow = param_rows(layer, lanes)
     if prow is not None and prow.shape[0] > config.psram_rows:
@@ -322,8 +327,25 @@ def _tile(layer, config, index, arrays, names, types, bcast, full, axes, outer, 
             acc_at += tile
 
     for name in names[1:]:
-        if name not in resident:
+        if name in resident:
+            continue
+        if types[name] != VecType.INT48:
             ops.append(move_buffer(config, index, "DMA_LOAD", bufs[name]))
+            continue
+        # int48: low and high 32-bit words of each int64 element (element-mode DMA, a vector
+        # per line), then VALU COPYs into ACC row pairs (low row, high row).
+        b = bufs[name]
+        half = b["c0"] * b["c1"] * 4
+        for k in range(2):
+            ops.append(op("DMA_LOAD", sram=Sram.ASRAM, sram_addr=b["addr"] + k * half, ext_addr=b["ext"] + 4 * k,
+                          elem=4, stride0=8, len0=lanes, len1=b["c0"], stride1=b["st0"] if b["c0"] > 1 else 0,
+                          len2=b["c1"], stride2=b["st1"] if b["c1"] > 1 else 0))
+            ops.append(op("VALU", op=ValuOp.COPY, dtype=VecType.INT32, n0=b["c0"], n1=b["c1"], a_mem=VecMem.ASRAM,
+                          a_addr=b["addr"] + k * half, a_stride0=4, a_stride1=4 * b["c0"], d_mem=VecDst.ACC,
+                          d_addr=acc_at + k, d_stride0=2, d_stride1=2 * b["c0"]))
+        bufs[name] = dict(addr=acc_at, mem="ACC", rows=2, s0=2 if b["c0"] > 1 else 0,
+                          s1=2 * b["c0"] if b["c1"] > 1 else 0, bcast=False)
+        acc_at += 2 * tile
 
     def src(prefix: str, name: str, arity_b: bool = False) -> dict:
         b = bufs[name]
