@@ -38,6 +38,8 @@ from compiler.passes.lowering.reduce import lower_reduce
 from compiler.passes.moves import MoveLayer
 from compiler.passes.lowering.moves import lower_moves, move_constants
 from compiler.passes.lowering.elementwise import elt_constants, lower_elementwise
+from compiler.passes.lowering.matmul import lower_matmul, matmul_constants
+from compiler.passes.matmul import MatmulLayer
 from compiler.passes.loops import compress_loops
 from compiler.passes.memplan import ExtPlan, plan_memory
 from compiler.passes.pooling import PoolLayer
@@ -122,7 +124,7 @@ def run_pipeline(graph: Graph, config: NpuConfig = DEFAULT_CONFIG, loops: bool =
         # reported as illegal; a legal one re-raises (a compiler bug stays visible).
         check_graph(graph)
         raise
-    if any(isinstance(layer, (EltLayer, ReduceLayer, MoveLayer)) for layer in flow.layers) or \
+    if any(isinstance(layer, (EltLayer, ReduceLayer, MoveLayer, MatmulLayer)) for layer in flow.layers) or \
             any(op.op in CONTROL_OPS for op in graph.main.operators):
         check_graph(graph)
     layers = pack_taps(flow, config).layers      # few-channel strided convs: taps into lanes
@@ -145,6 +147,8 @@ def run_pipeline(graph: Graph, config: NpuConfig = DEFAULT_CONFIG, loops: bool =
             constants.update(elt_constants(layer, config))
         if isinstance(layer, MoveLayer):
             constants.update(move_constants(layer))
+        if isinstance(layer, MatmulLayer):
+            constants.update(matmul_constants(layer, config))
     ext = plan_memory(flow, constants, config)
 
     plans: list = [None] * len(layers)
@@ -159,6 +163,8 @@ def run_pipeline(graph: Graph, config: NpuConfig = DEFAULT_CONFIG, loops: bool =
             plans[i] = lower_reduce(layer, flow, ext, config, i)
         elif isinstance(layer, MoveLayer):
             plans[i] = lower_moves(layer, flow, ext, config, i)
+        elif isinstance(layer, MatmulLayer):
+            plans[i] = lower_matmul(layer, flow, ext, config, i)
     copies = sum(len(plan.ops) for plan in plans if plan is not None)
 
     # With loops, try the fastest plans first: looped, they usually fit.  Else (or when they

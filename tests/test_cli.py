@@ -91,24 +91,19 @@ def test_bad_inputs_give_exit_2(tmp_path):
 
 
 def test_unsupported_operator_gives_exit_3(tmp_path):
-    from tosa_ir import Block, Graph, Operator, Tensor
     from tosa_ir.tosa_fb import write_tosa
 
-    block = Block("main", inputs=["a", "b"], outputs=["c"])
-    block.add_tensor(Tensor("a", (1, 1, 4), "int16"))
-    block.add_tensor(Tensor("b", (1, 4, 1), "int16"))
-    block.add_tensor(Tensor("c", (1, 1, 1), "int48"))
-    for zp in ("azp", "bzp"):
-        block.add_tensor(Tensor(zp, (1,), "int16", np.zeros(1, np.int16)))
-    # int16 x int16 MATMUL accumulates in int48, which the compiler does not handle yet.
-    block.operators.append(Operator("MATMUL", ["a", "b", "azp", "bzp"], ["c"]))
-    path = tmp_path / "matmul.tosa"
-    path.write_bytes(write_tosa(Graph.single_block(block)))
-    np.savez(tmp_path / "in.npz", a=np.arange(4, dtype=np.int16).reshape(1, 1, 4), b=np.ones((1, 4, 1), np.int16))
+    sys.path.insert(0, str(Path(__file__).parent))
+    from vector_graphs import while_loop_graph
+
+    # A WHILE_LOOP whose trip count is a graph input: the NPU's sequencer cannot branch.
+    path = tmp_path / "loop.tosa"
+    path.write_bytes(write_tosa(while_loop_graph()))
+    np.savez(tmp_path / "in.npz", i=np.array([3], np.int32), x=np.array([1, 2], np.int32))
     rc, _, err = npu("run", path, "--backend", "ref", "--inputs", tmp_path / "in.npz", "--output", tmp_path / "o.npz")
     assert rc == 0, err
-    assert np.array_equal(np.load(tmp_path / "o.npz")["c"], [[[6]]])
-    assert_user_error(npu("compile", path, "-o", tmp_path / "p.npuprog"), 3, "MATMUL")
+    assert np.array_equal(np.load(tmp_path / "o.npz")["x2"], [8, 16])
+    assert_user_error(npu("compile", path, "-o", tmp_path / "p.npuprog"), 3, "WHILE_LOOP")
 
 
 def test_float_model_needs_and_uses_calibration(tmp_path):

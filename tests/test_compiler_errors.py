@@ -26,20 +26,15 @@ def op_named(graph, name):
 
 
 def test_other_operator_is_unsupported():
-    b = Block("main")
-    b.add_tensor(Tensor("a", (1, 2, 4), "int16"))
-    b.add_tensor(Tensor("b", (1, 4, 3), "int16"))
-    b.add_tensor(Tensor("c", (1, 2, 3), "int48"))
-    for zp in ("azp", "bzp"):
-        b.add_tensor(Tensor(zp, (1,), "int16", np.zeros(1, np.int16)))
-    b.operators.append(Operator("MATMUL", ["a", "b", "azp", "bzp"], ["c"], {}, "net.tosa:main/main#0"))
-    b.inputs, b.outputs = ["a", "b"], ["c"]
-    with pytest.raises(Unsupported, match=r"^MATMUL at net\.tosa:main/main#0: int16 x int16"):
-        compile_graph(Graph.single_block(b))
+    from vector_graphs import while_loop_graph
+
+    graph = while_loop_graph()      # a data-dependent trip count: the sequencer cannot branch
+    with pytest.raises(Unsupported, match=r"^WHILE_LOOP at m:while0: the NPU's sequencer cannot branch"):
+        compile_graph(graph)
     # An illegal graph is reported as illegal even when the compiler could not lower it.
-    b.tensors["c"].shape = (1, 2, 5)
-    with pytest.raises(TosaError, match=r"^MATMUL"):
-        compile_graph(Graph.single_block(b))
+    graph.main.tensors["x2"].shape = (3,)
+    with pytest.raises(TosaError, match=r"^WHILE_LOOP"):
+        compile_graph(graph)
 
 
 def test_conv_without_rescale_is_unsupported():

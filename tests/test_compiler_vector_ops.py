@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 sys.path.insert(0, os.path.dirname(__file__))
-from vector_graphs import VecBuilder, run_and_compare  # noqa: E402
+from vector_graphs import VecBuilder, run_and_compare, while_loop_graph  # noqa: E402
 
 from isa.config import DEFAULT_CONFIG, SMALL_CONFIG  # noqa: E402
 from tosa_ir import Block, Operator, Tensor  # noqa: E402
@@ -127,32 +127,10 @@ def test_cond_if_constant_and_computed_conditions():
 
 
 def test_while_loop_says_why():
-    from tosa_ir import Graph, Region
-
     from compiler.driver import compile_graph
 
-    b = Block("main", inputs=["i", "x"], outputs=["i2", "x2"])
-    for name in ("i", "i2"):
-        b.add_tensor(Tensor(name, (1,), "int32"))
-    for name in ("x", "x2"):
-        b.add_tensor(Tensor(name, (2,), "int32"))
-    b.operators = [Operator("WHILE_LOOP", ["i", "x"], ["i2", "x2"], {"cond_graph": "C", "body_graph": "B"},
-                            "m:while0")]
-    cond = Block("C", inputs=["i", "x"], outputs=["go"])
-    body = Block("B", inputs=["i", "x"], outputs=["j", "y"])
-    for blk in (cond, body):
-        blk.add_tensor(Tensor("i", (1,), "int32"))
-        blk.add_tensor(Tensor("x", (2,), "int32"))
-    cond.add_tensor(Tensor("zero", (1,), "int32", np.zeros(1, np.int32)))
-    cond.add_tensor(Tensor("go", (1,), "bool"))
-    cond.operators = [Operator("GREATER", ["i", "zero"], ["go"], {}, "m:C")]
-    body.add_tensor(Tensor("one", (1,), "int32", np.ones(1, np.int32)))
-    body.add_tensor(Tensor("j", (1,), "int32"))
-    body.add_tensor(Tensor("y", (2,), "int32"))
-    body.operators = [Operator("SUB", ["i", "one"], ["j"], {}, "m:B0"), Operator("ADD", ["x", "x"], ["y"], {}, "m:B1")]
-    graph = Graph([Region("main", [b]), Region("C", [cond]), Region("B", [body])], source="m.tosa")
     with pytest.raises(Unsupported, match="WHILE_LOOP at m:while0: the NPU's sequencer cannot branch"):
-        compile_graph(graph, SMALL_CONFIG)
+        compile_graph(while_loop_graph(), SMALL_CONFIG)
 
 
 def test_matmul_int8_and_max_pool_int16():

@@ -104,3 +104,30 @@ def run_and_compare(graph: Graph, inputs: dict, config, check_hazards: bool = Tr
         assert bad.size == 0, (f"{name}: {len(bad)} of {want.size} wrong, first at {bad[0].tolist()}: "
                                f"got {got[name][tuple(bad[0])]}, want {want[tuple(bad[0])]}")
     return comp
+
+
+def while_loop_graph() -> Graph:
+    """``while i > 0: i -= 1; x += x`` on inputs i [1] and x [2] (int32): a loop whose trip
+    count comes from a graph input."""
+    from tosa_ir import Region
+
+    b = Block("main", inputs=["i", "x"], outputs=["i2", "x2"])
+    for name in ("i", "i2"):
+        b.add_tensor(Tensor(name, (1,), "int32"))
+    for name in ("x", "x2"):
+        b.add_tensor(Tensor(name, (2,), "int32"))
+    b.operators = [Operator("WHILE_LOOP", ["i", "x"], ["i2", "x2"], {"cond_graph": "C", "body_graph": "B"},
+                            "m:while0")]
+    cond = Block("C", inputs=["i", "x"], outputs=["go"])
+    body = Block("B", inputs=["i", "x"], outputs=["j", "y"])
+    for blk in (cond, body):
+        blk.add_tensor(Tensor("i", (1,), "int32"))
+        blk.add_tensor(Tensor("x", (2,), "int32"))
+    cond.add_tensor(Tensor("zero", (1,), "int32", np.zeros(1, np.int32)))
+    cond.add_tensor(Tensor("go", (1,), "bool"))
+    cond.operators = [Operator("GREATER", ["i", "zero"], ["go"], {}, "m:C")]
+    body.add_tensor(Tensor("one", (1,), "int32", np.ones(1, np.int32)))
+    body.add_tensor(Tensor("j", (1,), "int32"))
+    body.add_tensor(Tensor("y", (2,), "int32"))
+    body.operators = [Operator("SUB", ["i", "one"], ["j"], {}, "m:B0"), Operator("ADD", ["x", "x"], ["y"], {}, "m:B1")]
+    return Graph([Region("main", [b]), Region("C", [cond]), Region("B", [body])], source="m.tosa")

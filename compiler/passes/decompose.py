@@ -13,6 +13,11 @@ compiler/passes/dataflow.py): data-dependent selection becomes compare, select a
   the zero points taken off exactly by VRESCALE (int8 -> int32), products by VALU MUL.
   (The MXU would do it faster; int16 x int16 accumulates in int48, not supported yet.)
 
+* RESIZE: the row and column index maps are known when compiling, so NEAREST is two
+  gathers (element-DMA copies, one per arithmetic run of the map); BILINEAR (int8 -> int32)
+  gathers the four neighbour tensors and sums them times their weights ``wy * wx``
+  (VRESCALE to int32, VALU MUL by an int32 constant broadcast over channels, ADD).
+
 Every intermediate is a rows tensor of its own; reductions hold at most 255 elements per
 window (REDUCE's limit), so K (GATHER), W (SCATTER) and the ARGMAX axis are bounded so.
 """
@@ -29,7 +34,7 @@ from compiler.passes.fusion import invalid, unsupported
 from compiler.passes.moves import MoveLayer, _reshape_parts, row_strides
 from compiler.passes.reduce import WINDOW_MAX, ReduceLayer
 
-DECOMPOSED_OPS = ("ARGMAX", "GATHER", "SCATTER", "MATMUL")
+DECOMPOSED_OPS = ("ARGMAX", "GATHER", "SCATTER", "MATMUL", "RESIZE")
 LOWEST = {"int8": -128, "int16": -32768, "int32": -(1 << 31)}
 
 
@@ -125,7 +130,13 @@ def decompose(walk, op: Operator) -> None:
         b.reshape(idx, tuple(out.shape), "int32", name=op.outputs[0])
         return
     if op.op == "MATMUL":
-        _matmul(b, op)
+        from compiler.passes.matmul import matmul
+
+        if not matmul(b, op):       # on the MAC array (passes/matmul.py) unless an operand is bricks
+            _matmul(b, op)
+        return
+    if op.op == "RESIZE":
+        _resize(b, op)
         return
     if op.op == "GATHER":
         values, indices = (walk._require_vec(op, t) for t in op.inputs[:2])
@@ -197,3 +208,71 @@ def _matmul(b: _Builder, op: Operator) -> None:
     prod = b.valu(ValuOp.MUL, VecType.INT32, wide, [VecType.INT32] * 2, (n, h, c, w), "int32", VecType.INT32)
     total = b.reduce(prod, 2, "sum", VecType.INT32, "int32")
     b.reshape(total, (n, h, w), "int32", name=op.outputs[0])
+
+
+def _resize(b: _Builder, op: Operator) -> None:
+    from compiler.passes.movement import ints, operand
+    from compiler.passes.moves import gather_axis_layer
+
+    block = b.walk.block
+    xt, yt = block.tensor(op.inputs[0]), block.tensor(op.outputs[0])
+    mode = op.attrs.get("mode")
+    if isinstance(mode, str):
+        name = mode.upper().rsplit(".", 1)[-1]
+    else:
+        table = {1: "NEAREST", 2: "BILINEAR"} if b.walk.graph.is_tosa_1 else {0: "NEAREST", 1: "BILINEAR"}
+        name = table.get(int(mode), str(mode))
+    bilinear = name == "BILINEAR"
+    if xt.dtype not in ("int8", "int16") or (bilinear and xt.dtype != "int8"):
+        raise unsupported(op, f"{name} of {xt.dtype} -> {yt.dtype}: int16 BILINEAR accumulates in int48, "
+                              f"not supported yet")
+    sy_n, sy_d, sx_n, sx_d = ints(operand(op, block, 1, ("scale",)))
+    off_y, off_x = ints(operand(op, block, 2, ("offset",)))
+    n, ih, iw, c = xt.shape
+    _, oh, ow, _ = yt.shape
+
+    def axis(o_size, s_n, s_d, offset, i_size):
+        pos = np.arange(o_size, dtype=np.int64) * s_d + offset
+        idx = np.floor_divide(pos, s_n)
+        rem = pos - idx * s_n
+        return np.maximum(idx, 0), np.minimum(idx + 1, i_size - 1), rem
+
+    iy0, iy1, dy = axis(oh, sy_n, sy_d, off_y, ih)
+    ix0, ix1, dx = axis(ow, sx_n, sx_d, off_x, iw)
+    x = b.walk._require_vec(op, op.inputs[0])
+
+    def gather(src, shape, ax, index, dst=None):
+        out_shape = tuple(len(index) if k == ax else d for k, d in enumerate(shape))
+        if dst is None:
+            dst = b.tmp(out_shape, xt.dtype)
+        else:
+            b.walk._root(dst, out_shape, "computed", layout="rows", dtype=xt.dtype)
+        b.layer(gather_axis_layer(f"{b.base}.l{b.count}", src, dst, shape, ax, index, xt.dtype, b.walk.lanes,
+                                  [], ""))
+        b.count += 1
+        return dst
+
+    if not bilinear:
+        iy = np.where(2 * dy >= sy_n, iy1, iy0)
+        ix = np.where(2 * dx >= sx_n, ix1, ix0)
+        rows = gather(x, (n, ih, iw, c), 1, iy)
+        gather(rows, (n, oh, iw, c), 2, ix, dst=op.outputs[0])
+        return
+    inputs, steps, types = [], [], {"out": VecType.INT32, "w": VecType.INT32, "p": VecType.INT32}
+    rescale = dict(in_type=VecType.INT8, out_type=VecType.INT32, per_channel=0, scale32=1, double_round=0,
+                   in_zp=0, out_zp=0, clamp=0)
+    for ry, wy in ((iy0, sy_n - dy), (iy1, dy)):
+        rows = gather(x, (n, ih, iw, c), 1, ry)
+        for rx, wx in ((ix0, sx_n - dx), (ix1, dx)):
+            term = gather(rows, (n, oh, iw, c), 2, rx)
+            weight = b.const((wy[:, None] * wx[None, :]).reshape(1, oh, ow, 1), "int32")
+            k = len(inputs)
+            inputs += [term, weight]
+            types[f"in{k}"], types[f"in{k + 1}"] = VecType.INT8, VecType.INT32
+            steps += [Step("VRESCALE", rescale, (f"in{k}",), "w"),
+                      Step("VALU", {"op": ValuOp.MUL, "dtype": VecType.INT32, "imm0": 0}, ("w", f"in{k + 1}"), "p"),
+                      Step("VALU", {"op": ValuOp.ADD if k else ValuOp.COPY, "dtype": VecType.INT32},
+                           ("out", "p") if k else ("p",), "out")]
+    b.walk._root(op.outputs[0], (n, oh, ow, c), "computed", layout="rows", dtype="int32")
+    b.layer(EltLayer(f"{b.base}.l{b.count}", inputs, op.outputs[0], (n, oh, ow, c), types,
+                     {"w": "ASRAM", "p": "ASRAM"}, steps, params=np.array([[1], [0]], np.int64)))

@@ -195,3 +195,34 @@ def pad_repeat_layer(name: str, src: str, dst: str, in_shape, pad: tuple[int, in
     loops = [(n, si[0], so[0]), (h, si[1], so[1]), (w, si[2], so[2]), (c, si[3], repeat * size), (repeat, 0, size)]
     parts.append(Part(0, 0, pad[0] * so[1] + pad[2] * so[2], loops))
     return MoveLayer(name, [src], dst, size, parts, fill, ops=list(ops), location=location)
+
+
+def _runs(index: np.ndarray) -> list[tuple[int, int, int, int]]:
+    """``index`` (input coordinate per output coordinate) as arithmetic runs
+    (output start, count, input start, input step)."""
+    runs = []
+    o = 0
+    while o < len(index):
+        step = int(index[o + 1] - index[o]) if o + 1 < len(index) else 0
+        n = 1
+        while o + n < len(index) and index[o + n] - index[o + n - 1] == step:
+            n += 1
+        if n == 1:
+            step = 0
+        runs.append((o, n, int(index[o]), step))
+        o += n
+    return runs
+
+
+def gather_axis_layer(name: str, src: str, dst: str, in_shape, axis: int, index: np.ndarray, dtype: str,
+                      lanes: int, ops: list[str], location: str) -> MoveLayer:
+    """``dst[..., o, ...] = src[..., index[o], ...]`` along ``axis`` (not the innermost) of
+    rows tensors: one copy per arithmetic run of ``index`` (RESIZE's row and column maps)."""
+    out = tuple(len(index) if k == axis else d for k, d in enumerate(in_shape))
+    size = numpy_dtype(dtype).itemsize
+    si, so = row_strides(in_shape, size, lanes), row_strides(out, size, lanes)
+    parts = []
+    for o, n, i, step in _runs(np.asarray(index)):
+        loops = [(out[k], si[k], so[k]) if k != axis else (n, step * si[k], so[k]) for k in range(len(out))]
+        parts.append(Part(0, i * si[axis], o * so[axis], loops))
+    return MoveLayer(name, [src], dst, size, parts, ops=list(ops), location=location)

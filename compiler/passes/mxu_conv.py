@@ -1,0 +1,139 @@
+"""Convolutions with wide outputs on the MAC array: CONV2D, CONV3D and TRANSPOSE_CONV2D
+producing their int32 (int8 x int8) or int48 (int16 x int8) accumulators as tensors, the
+layers the fused int8 path (passes/fusion.py: CONV2D -> RESCALE -> int8) does not cover.
+Lowered by compiler/passes/lowering/mxu_conv.py.
+
+Every such convolution is a *gather* over kernel taps: output ``(od, oy, ox)`` adds, per tap,
+one input pixel times the tap's ``IC x OC`` weights; inputs outside the tensor add nothing.
+Along each spatial axis the output is cut into *phases* (output coordinates ``o0 + step*j``)
+whose taps read input ``j * s + off``:
+
+* CONV2D / CONV3D: one phase, ``step = 1``, ``s = stride``, ``off = k * dilation - pad``;
+* TRANSPOSE_CONV2D (``o = i * stride + out_pad + k``): phase ``p < stride`` holds the outputs
+  ``p + stride * j``; tap ``k`` belongs to it when ``p - out_pad - k`` is a multiple of the
+  stride, reading input ``j + (p - out_pad - k) / stride`` (so no zeros are inserted and
+  the kernel is not flipped: the weights are constants, gathered per tap at compile time).
+
+Depth (CONV3D) is handled per output plane: taps whose input plane lies outside are dropped.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from tosa_ir import Block, Operator
+
+from compiler.passes.fusion import _ints, invalid, scalar_input, unsupported
+
+MXU_CONV_OPS = ("CONV2D", "CONV3D", "TRANSPOSE_CONV2D")
+
+
+@dataclass
+class AxisPhase:
+    """Outputs ``o0 + step * j`` (``j < count``); tap ``k`` reads input ``j * s + off``."""
+
+    o0: int
+    step: int
+    count: int
+    s: int
+    taps: list[tuple[int, int]]       # (kernel index, off)
+
+
+@dataclass
+class MxuConvLayer:
+    """A convolution on the array with int32/int48 output (see the module docstring).
+
+    ``weights``: ``[KD, KH, KW, IC, OC]`` (int64, weight zero point not yet subtracted);
+    ``bias``: ``[OC]`` int64; ``depth``: per output plane, the (kd, input plane) taps.
+    """
+
+    name: str
+    input: str
+    output: str
+    in_shape: tuple[int, ...]          # N, D, H, W, C (D = 1 for 2-D)
+    out_shape: tuple[int, ...]         # N, D, H, W, OC
+    weights: np.ndarray
+    bias: np.ndarray
+    wide: bool                         # int16 input, int48 output
+    input_zp: int
+    weight_zp: int
+    ys: list[AxisPhase]
+    xs: list[AxisPhase]
+    depth: list[list[tuple[int, int]]]
+    ops: list[str] = field(default_factory=list)
+    location: str = ""
+
+    @property
+    def macs(self) -> int:
+        return int(np.prod(self.out_shape)) * int(np.prod(self.weights.shape[:4]))
+
+    @property
+    def reads(self) -> list[str]:
+        return [self.input]
+
+    @property
+    def writes(self) -> list[str]:
+        return [self.output]
+
+    def where(self) -> str:
+        return f"{self.name} ({self.location})" if self.location else self.name
+
+
+def _conv_axis(size_out: int, stride: int, dil: int, pad: int, k: int) -> list[AxisPhase]:
+    return [AxisPhase(0, 1, size_out, stride, [(i, i * dil - pad) for i in range(k)])]
+
+
+def _transpose_axis(size_out: int, stride: int, out_pad: int, k: int) -> list[AxisPhase]:
+    phases = []
+    for p in range(min(stride, size_out)):
+        taps = [(i, (p - out_pad - i) // stride) for i in range(k) if (p - out_pad - i) % stride == 0]
+        phases.append(AxisPhase(p, stride, -(-(size_out - p) // stride), 1, taps))
+    return phases
+
+
+def mxu_conv_layer(op: Operator, block: Block, name: str) -> MxuConvLayer:
+    x, w, y = block.tensor(op.inputs[0]), block.tensor(op.inputs[1]), block.tensor(op.outputs[0])
+    modes = {("int8", "int8"): "int32", ("int16", "int8"): "int48"}
+    if (x.dtype, w.dtype) not in modes or y.dtype != modes[(x.dtype, w.dtype)]:
+        raise unsupported(op, f"{x.dtype} x {w.dtype} -> {y.dtype}: the array runs int8 x int8 -> int32 and "
+                              f"int16 x int8 -> int48 convolutions")
+    if any(d < 0 for d in x.shape + w.shape + y.shape):
+        raise unsupported(op, "unknown dimensions")
+    if not (w.is_const and block.tensor(op.inputs[2]).is_const):
+        raise unsupported(op, "weights and bias must be constant tensors")
+    izp = scalar_input(op, block, 3, "input_zp")
+    wzp = scalar_input(op, block, 4, "weight_zp")
+    wt = np.asarray(w.data, np.int64).reshape(w.shape)
+    bias = np.asarray(block.tensor(op.inputs[2]).data, np.int64).reshape(-1)
+    oc = y.shape[-1]
+    if bias.size not in (1, oc):
+        raise invalid(op, f"bias of {bias.size} values for {oc} output channels")
+    bias = np.broadcast_to(bias, (oc,)).copy()
+    if op.op == "CONV3D":
+        pad, stride, dil = _ints(op, "pad", 6), _ints(op, "stride", 3), _ints(op, "dilation", 3)
+        n, id_, ih, iw, ic = x.shape
+        _, od, oh, ow, _ = y.shape
+        kd, kh, kw = wt.shape[1:4]
+        weights = wt.transpose(1, 2, 3, 4, 0)                      # [OC,KD,KH,KW,IC] -> [KD,KH,KW,IC,OC]
+        ys, xs = _conv_axis(oh, stride[1], dil[1], pad[2], kh), _conv_axis(ow, stride[2], dil[2], pad[4], kw)
+        depth = [[(k, o * stride[0] + k * dil[0] - pad[0]) for k in range(kd)
+                  if 0 <= o * stride[0] + k * dil[0] - pad[0] < id_] for o in range(od)]
+    else:
+        n, ih, iw, ic = x.shape
+        _, oh, ow, _ = y.shape
+        id_, od = 1, 1
+        kh, kw = wt.shape[1:3]
+        weights = wt.transpose(1, 2, 3, 0)[None]                   # [OC,KH,KW,IC] -> [1,KH,KW,IC,OC]
+        depth = [[(0, 0)]]
+        if op.op == "CONV2D":
+            pad, stride, dil = _ints(op, "pad", 4), _ints(op, "stride", 2), _ints(op, "dilation", 2)
+            ys, xs = _conv_axis(oh, stride[0], dil[0], pad[0], kh), _conv_axis(ow, stride[1], dil[1], pad[2], kw)
+        else:
+            out_pad, stride = _ints(op, "out_pad", 4), _ints(op, "stride", 2)
+            ys, xs = _transpose_axis(oh, stride[0], out_pad[0], kh), _transpose_axis(ow, stride[1], out_pad[2], kw)
+    if weights.shape[3] != ic or weights.shape[4] != oc:
+        raise invalid(op, f"weights {list(w.shape)} do not match input channels {ic} and output channels {oc}")
+    return MxuConvLayer(name, op.inputs[0], op.outputs[0], (n, id_, ih, iw, ic), (n, od, oh, ow, oc), weights,
+                        bias, x.dtype == "int16", izp, wzp, ys, xs, depth, ops=[op.describe()],
+                        location=op.location)
