@@ -100,8 +100,12 @@ class NpuConfig:
 
     @property
     def sram_bytes(self) -> dict[str, int]:
-        """On-chip memory sizes in bytes, by memory (instruction memory included)."""
-        from isa.instructions import INSTR_BYTES
+        """On-chip memory sizes in bytes, by memory (instruction memory included).
+
+        ``tsram`` counts the TABLE unit's physical storage: one copy of the table memory per
+        vector lane, so every lane looks up in the same cycle (hw/table.py).
+        """
+        from isa.instructions import INSTR_BYTES, TSRAM_BYTES
 
         return {
             "asram": self.asram_rows * self.asram_row_bytes,
@@ -109,6 +113,7 @@ class NpuConfig:
             "acc": self.acc_rows * self.acc_row_bytes,
             "psram": self.psram_rows * self.psram_row_bytes,
             "imem": self.imem_rows * INSTR_BYTES,
+            "tsram": TSRAM_BYTES * self.array_cols,
         }
 
     def to_dict(self) -> dict:
