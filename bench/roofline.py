@@ -18,6 +18,9 @@ Roofline.  ``bound = max(MACs / MACs-per-cycle, bytes / bus bytes per cycle)`` p
 ``bytes`` being the least external traffic: every weight (int8) and bias (int32) read
 once, the input read once and the output written once, at their graph sizes (int8).
 Layers the compiler adds (``conv0.pack``: tap packing) have no bound of their own.
+
+Plot.  Next to each model's CSV, ``roofline_<model>.svg``: one bar per layer, cycles
+against the bound, utilisation and cycles/bound written beside (compiler/report_plot.py).
 """
 from __future__ import annotations
 
@@ -182,7 +185,25 @@ def run_model(name: str, model_path: Path, input_path: Path, config: NpuConfig, 
                            f"over {cyc:,} cycles")
     if not exact:
         raise RuntimeError(f"{name}: the ISA simulator's outputs differ from the reference interpreter")
+    plot = write_plot(name, rows, config, ctx.build_dir)
+    ctx.log(f"[bench] wrote {plot}")
     return table
+
+
+def write_plot(name: str, rows: list[LayerRow], config: NpuConfig, folder: Path) -> Path:
+    """The per-layer bar chart of ``rows`` as ``folder/roofline_<name>.svg``."""
+    from compiler.report_plot import PlotRow, roofline_svg
+
+    plot_rows = [PlotRow(r.name, r.cycles, r.bound, r.macs / (r.cycles * config.macs_per_cycle) if r.cycles else 0.0,
+                         f"{r.kind} -> {r.output}",
+                         "" if not r.bound else "MACs" if -(-r.macs // config.macs_per_cycle) >= r.bound else "bus")
+                 for r in rows]
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"roofline_{name}.svg"
+    path.write_text(roofline_svg(f"{name}: per-layer cycles on the ISA simulator vs the roofline", plot_rows,
+                                 f"{config.array_rows}x{config.array_cols} array, {config.macs_per_cycle} MACs/cycle, "
+                                 f"{config.bus_bytes} B/cycle external bus"))
+    return path
 
 
 def run(ctx: BenchContext, config: NpuConfig = DEFAULT_CONFIG) -> list[Table]:

@@ -40,6 +40,8 @@ from compiler.passes.lowering.moves import lower_moves, move_constants
 from compiler.passes.lowering.elementwise import elt_constants, lower_elementwise
 from compiler.passes.lowering.matmul import lower_matmul, matmul_constants
 from compiler.passes.matmul import MatmulLayer
+from compiler.passes.lowering.mxu_conv import lower_mxu_conv, mxu_conv_constants
+from compiler.passes.mxu_conv import MxuConvLayer
 from compiler.passes.loops import compress_loops
 from compiler.passes.memplan import ExtPlan, plan_memory
 from compiler.passes.pooling import PoolLayer
@@ -124,7 +126,7 @@ def run_pipeline(graph: Graph, config: NpuConfig = DEFAULT_CONFIG, loops: bool =
         # reported as illegal; a legal one re-raises (a compiler bug stays visible).
         check_graph(graph)
         raise
-    if any(isinstance(layer, (EltLayer, ReduceLayer, MoveLayer, MatmulLayer)) for layer in flow.layers) or \
+    if any(isinstance(layer, (EltLayer, ReduceLayer, MoveLayer, MatmulLayer, MxuConvLayer)) for layer in flow.layers) or \
             any(op.op in CONTROL_OPS for op in graph.main.operators):
         check_graph(graph)
     layers = pack_taps(flow, config).layers      # few-channel strided convs: taps into lanes
@@ -149,6 +151,8 @@ def run_pipeline(graph: Graph, config: NpuConfig = DEFAULT_CONFIG, loops: bool =
             constants.update(move_constants(layer))
         if isinstance(layer, MatmulLayer):
             constants.update(matmul_constants(layer, config))
+        if isinstance(layer, MxuConvLayer):
+            constants.update(mxu_conv_constants(layer, config))
     ext = plan_memory(flow, constants, config)
 
     plans: list = [None] * len(layers)
@@ -165,6 +169,8 @@ def run_pipeline(graph: Graph, config: NpuConfig = DEFAULT_CONFIG, loops: bool =
             plans[i] = lower_moves(layer, flow, ext, config, i)
         elif isinstance(layer, MatmulLayer):
             plans[i] = lower_matmul(layer, flow, ext, config, i)
+        elif isinstance(layer, MxuConvLayer):
+            plans[i] = lower_mxu_conv(layer, flow, ext, config, i)
     copies = sum(len(plan.ops) for plan in plans if plan is not None)
 
     # With loops, try the fastest plans first: looped, they usually fit.  Else (or when they

@@ -1,4 +1,5 @@
-"""The `npu` command line: one entry point for every user-facing flow.
+"""The `npu` command line: one entry point for every user-facing flow (run, compile, estimate,
+conformance).
 
 Exit codes: 0 success, 2 invalid input (unreadable/malformed file, illegal graph), 3 well-formed
 but unsupported input.  User errors print one line to stderr, never a traceback.
@@ -55,6 +56,18 @@ def build_parser() -> argparse.ArgumentParser:
     comp.add_argument("--asm", metavar="FILE.s", help="also write the program's disassembly")
     _add_calibrate_arg(comp)
     _add_config_arg(comp)
+
+    est = sub.add_parser("estimate", help="per-layer cycle estimate of a model, compiler only",
+                         description="Compile MODEL and print its per-layer cycle estimate: MACs, cycles, "
+                                     "utilisation of the MAC array, external bytes, the roofline bound and "
+                                     "cycles/bound. Static: nothing is simulated. See PERFORMANCE.md.")
+    est.add_argument("model", metavar="MODEL", help="model file (.tosa, .tflite, ...)")
+    est.add_argument("--per-layer", action="store_true",
+                     help="compile every compute layer on its own (for graphs that do not compile whole)")
+    est.add_argument("--csv", metavar="OUT.csv", help="also write the table as CSV")
+    est.add_argument("--plot", metavar="OUT.svg", help="also write a per-layer bar chart (SVG, cycles vs bound)")
+    _add_calibrate_arg(est)
+    _add_config_arg(est)
     conformance.add_parser(sub)
     return parser
 
@@ -142,7 +155,43 @@ def cmd_compile(args) -> int:
     return 0
 
 
-COMMANDS = {"run": cmd_run, "compile": cmd_compile, "conformance": conformance.run}
+def _write_text(path: str, text: str, what: str) -> None:
+    try:
+        Path(path).write_text(text)
+    except OSError as e:
+        raise InvalidInput(f"{path}: cannot write {what}: {e.strerror}") from None
+
+
+def cmd_estimate(args) -> int:
+    from compiler import estimate
+    from npu import backends
+
+    config = _load_config(args.config)
+    model = backends.load_model(args.model, calibrate=args.calibrate)
+    if model.graph is None:
+        raise InvalidInput(f"{args.model}: a compiled program has no layers to estimate; give the model file")
+    shape = f"{config.array_rows}x{config.array_cols}"
+    if args.per_layer:
+        rows = estimate.report_rows(estimate.estimate_layers(model.graph, config), config)
+        rows.append(estimate.report_total([r for r in rows if r.cycles], config))
+        title = (f"each layer compiled alone; {shape} array, {config.macs_per_cycle} MACs/cycle, "
+                 f"{config.bus_bytes} B/cycle external bus, instruction memory {config.imem_rows}")
+        print(estimate.render_rows(title, rows, "compiles"))
+    else:
+        est = estimate.estimate_graph(model.graph, config)
+        rows, title = est.rows(), f"cycles from {est.source}; {shape} array"
+        print(est.table())
+    if args.csv:
+        _write_text(args.csv, estimate.rows_csv(rows), "the CSV table")
+        print(f"wrote {args.csv}")
+    if args.plot:
+        name = Path(args.model.rstrip("/")).name
+        _write_text(args.plot, estimate.rows_svg(f"{name}: per-layer cycles vs roofline bound", rows, title), "the plot")
+        print(f"wrote {args.plot}")
+    return 0
+
+
+COMMANDS = {"run": cmd_run, "compile": cmd_compile, "estimate": cmd_estimate, "conformance": conformance.run}
 
 
 def main(argv: list[str] | None = None) -> int:

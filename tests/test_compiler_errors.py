@@ -37,14 +37,19 @@ def test_other_operator_is_unsupported():
         compile_graph(graph)
 
 
-def test_conv_without_rescale_is_unsupported():
+def test_conv_without_rescale_outputs_int32():
+    # Not fused (no RESCALE after it): the int32 accumulators are the output
+    # (compiler/passes/mxu_conv.py), no longer refused.
+    from vector_graphs import run_and_compare
+
     graph = chain()
     block = graph.main
     conv = op_named(graph, "CONV2D")
     block.operators = [conv]
     block.outputs = conv.outputs
-    with pytest.raises(Unsupported, match=r"^CONV2D at m:conv0: .*followed by exactly one RESCALE"):
-        compile_graph(graph)
+    x = block.tensors[block.inputs[0]]
+    inputs = {x.name: np.random.default_rng(1).integers(-128, 128, x.shape).astype(np.int8)}
+    run_and_compare(graph, inputs, SMALL_CONFIG)
 
 
 def test_rescale_alone_runs_on_the_vector_unit():

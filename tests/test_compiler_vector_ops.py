@@ -141,3 +141,16 @@ def test_matmul_int8_and_max_pool_int16():
     x = g.input((1, 7, 11, 20), "int16")
     mp = g.op("MAX_POOL2D", [x], (1, 7, 4, 20), "int16", kernel=[3, 3], stride=[1, 3], pad=[1, 1, 1, 0])
     run_and_compare(g.graph([mm, mp]), g.inputs(rng), SMALL_CONFIG)
+
+
+def test_avg_pool_int16_with_padding_and_resize():
+    rng = np.random.default_rng(11)
+    g = VecBuilder(rng)
+    x = g.input((1, 9, 8, 5), "int16")
+    ap = g.op("AVG_POOL2D", [x, g.const([0], "int16"), g.const([0], "int16")], (1, 5, 4, 5), "int16",
+              kernel=[3, 2], stride=[2, 2], pad=[1, 1, 0, 0], acc_type="INT32")
+    y = g.input((1, 3, 4, 6), "int8")
+    shape_ops = [g.const(np.array(v), "shape") for v in ([5, 2, 3, 1], [0, 0], [0, 0])]
+    near = g.op("RESIZE", [y] + shape_ops, (1, 6, 10, 6), "int8", mode="NEAREST")
+    bil = g.op("RESIZE", [y] + shape_ops, (1, 6, 10, 6), "int32", mode="BILINEAR")
+    run_and_compare(g.graph([ap, near, bil]), g.inputs(rng), DEFAULT_CONFIG)

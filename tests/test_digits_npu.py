@@ -50,6 +50,7 @@ def test_digits_cnn_accuracy_on_the_npu(capsys):
     accuracy = correct / len(chosen)
     with capsys.disabled():
         print(f"\ndigits CNN on the NPU (ISA simulator, {len(program.instructions)} instructions): "
-              f"{correct}/{len(chosen)} correct = {accuracy:.4f} on every {step}th test sample "
+              f"{correct}/{len(chosen)} correct = {accuracy:.4f} on {len(chosen)} of the {len(data['labels'])} "
+              f"test samples "
               f"(int8 TFLite reference on all 360: {figures['int8_tflite_reference_accuracy']:.4f})")
     assert accuracy >= figures["int8_tflite_reference_accuracy"] - 0.05

@@ -42,7 +42,6 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from isa.instructions import ValuOp
 from sim.reference.signatures import check_signature
 from tosa_ir import Graph, Operator
 from tosa_ir.errors import Unsupported
@@ -51,19 +50,22 @@ from compiler.ir import ConvLayer, CopyLayer
 from compiler.passes import movement
 from compiler.passes.decompose import DECOMPOSED_OPS, decompose
 from compiler.passes.depthwise import depthwise_layer
-from compiler.passes.elementwise import (ELEMENTWISE_OPS, VEC_TYPES, EltLayer, Step, check_broadcast,
-                                         elementwise_layer)
+from compiler.passes.elementwise import ELEMENTWISE_OPS, check_broadcast, elementwise_layer
 from compiler.passes.fusion import CONST_OPS, conv_chain, conv_layer, invalid, scalar_input, unsupported
 from compiler.passes.moves import MOVE_OPS, move_layer, pad_repeat_layer
+from compiler.passes.mxu_conv import mxu_conv
 from compiler.passes.pooling import POOL_OPS, pool_layer
+from compiler.passes.pooling_rows import rows_pool_layer
 from compiler.passes.reduce import REDUCE_OPS, reduce_layer
 from compiler.views import BrickView, dense_strides, flat_compatible, same_bytes, shape4
 
 SUPPORTED_OPS = (CONST_OPS + ("CONV2D", "RESCALE", "CLAMP") + movement.MOVEMENT_OPS + POOL_OPS + ELEMENTWISE_OPS
-                 + tuple(REDUCE_OPS) + ("DEPTHWISE_CONV2D",) + MOVE_OPS + DECOMPOSED_OPS + ("COND_IF",))
+                 + tuple(REDUCE_OPS) + ("DEPTHWISE_CONV2D",) + MOVE_OPS + DECOMPOSED_OPS + ("COND_IF",)
+                 + ("CONV3D", "TRANSPOSE_CONV2D", "FULLY_CONNECTED"))
 # Operators that read "rows" tensors (isa/layout.py) as well as bricks; RESHAPE and IDENTITY of
 # a rows tensor are views of its bytes.
-ROWS_OPS = ELEMENTWISE_OPS + tuple(REDUCE_OPS) + ("DEPTHWISE_CONV2D",) + DECOMPOSED_OPS
+ROWS_OPS = (ELEMENTWISE_OPS + tuple(REDUCE_OPS) + ("DEPTHWISE_CONV2D",) + DECOMPOSED_OPS
+            + ("CONV3D", "TRANSPOSE_CONV2D", "FULLY_CONNECTED"))
 VPU_REASON = "moving values between lanes needs VPU instructions the ISA does not have yet"
 
 
@@ -189,6 +191,8 @@ class _Walk:
                 continue
             if op.op == "CONV2D":
                 self._conv(op)
+            elif op.op in ("CONV3D", "TRANSPOSE_CONV2D", "FULLY_CONNECTED"):
+                mxu_conv(self, op)       # int32/int48 output on the array (passes/mxu_conv.py)
             elif op.op in ELEMENTWISE_OPS:
                 self._elementwise(op)
             elif op.op in REDUCE_OPS:
@@ -464,7 +468,13 @@ class _Walk:
 
     # -- compute ------------------------------------------------------------------------
     def _conv(self, op: Operator) -> None:
-        chain = conv_chain(op, self.block, self.consumers)
+        try:
+            if self.block.tensor(op.inputs[0]).dtype != "int8":
+                raise unsupported(op, "int16 input")
+            chain = conv_chain(op, self.block, self.consumers)
+        except Unsupported:
+            mxu_conv(self, op)          # not CONV2D -> RESCALE int8: int32/int48 output (passes/mxu_conv.py)
+            return
         layer: ConvLayer = conv_layer(chain, self.block, self._name("conv"))
         self.done.update(id(o) for o in chain)
         src, pad = layer.input, list(layer.pad)
@@ -485,41 +495,30 @@ class _Walk:
         self.flow.layers.append(layer)
 
     def _max_pool2d(self, op: Operator) -> None:
-        if op.op == "MAX_POOL2D" and self._is_rows(op.inputs[0]):
-            self._rows_max_pool(op)
+        if self._is_rows(op.inputs[0]):
+            self._rows_pool(op)
             return
         self._brick_pool(op)
 
-    def _rows_max_pool(self, op: Operator) -> None:
-        """MAX_POOL2D of a rows tensor (int8/int16): the kernel taps as strided windows of the
-        input padded with the type's lowest value, folded with VALU MAXIMUM."""
+    def _rows_pool(self, op: Operator) -> None:
+        """MAX_POOL2D / AVG_POOL2D of a rows tensor (int8/int16): the kernel taps are strided
+        windows of the padded input (compiler/passes/pooling_rows.py)."""
         x = self._require_vec(op, op.inputs[0])
-        xt, yt = self.block.tensor(op.inputs[0]), self.block.tensor(op.outputs[0])
-        if xt.dtype not in ("int8", "int16") or len(xt.shape) != 4 or any(d < 0 for d in xt.shape + yt.shape):
-            raise unsupported(op, f"{xt.dtype} {list(xt.shape)} input; the vector unit pools int8/int16 NHWC")
-        kernel, stride, pad = (movement.ints(op.attrs[k]) for k in ("kernel", "stride", "pad"))
         name = self._name("pool")
-        lowest = -128 if xt.dtype == "int8" else -32768
+        layer, pad, value = rows_pool_layer(op, self.block, name)
+        xt = self.block.tensor(op.inputs[0])
         n, h, w, c = xt.shape
         if any(pad):
             padded = self._root(f"{name}.padded", (n, h + pad[0] + pad[1], w + pad[2] + pad[3], c), "computed",
                                 layout="rows", dtype=xt.dtype)
             self.flow.layers.append(pad_repeat_layer(self._name("move"), x, padded, (n, h, w, c), tuple(pad), 1,
-                                                     lowest, xt.dtype, self.lanes, [op.describe()], op.location))
+                                                     value, xt.dtype, self.lanes, [op.describe()], op.location))
             x = padded
-        t = VEC_TYPES[xt.dtype]
-        inputs, windows, steps, types = [], {}, [], {"out": t}
-        for ky in range(kernel[0]):
-            for kx in range(kernel[1]):
-                k = len(inputs)
-                inputs.append(x)
-                windows[k] = ((0, ky, kx, 0), (1, stride[0], stride[1], 1), tuple(yt.shape))
-                types[f"in{k}"] = t
-                steps.append(Step("VALU", {"op": ValuOp.COPY if k == 0 else ValuOp.MAXIMUM, "dtype": t},
-                                  ("in0",) if k == 0 else ("out", f"in{k}"), "out"))
+        for cname, data in layer.consts:
+            self._root(cname, data.shape, "const", layout="rows", dtype=str(data.dtype), data=data)
+        layer.inputs = [x if k in layer.windows else t for k, t in enumerate(layer.inputs)]
         self._vector_output(op.outputs[0])
-        self.flow.layers.append(EltLayer(name, inputs, op.outputs[0], tuple(yt.shape), types, {}, steps,
-                                         windows=windows, ops=[op.describe()], location=op.location))
+        self.flow.layers.append(layer)
 
     def _brick_pool(self, op: Operator) -> None:
         layer = pool_layer(op, self.block, self._name("pool"))

@@ -1,5 +1,5 @@
-"""Convolutions with wide outputs on the MAC array: CONV2D, CONV3D and TRANSPOSE_CONV2D
-producing their int32 (int8 x int8) or int48 (int16 x int8) accumulators as tensors, the
+"""Convolutions with wide outputs on the MAC array: CONV2D, CONV3D, TRANSPOSE_CONV2D and the
+draft's FULLY_CONNECTED (a 1x1 convolution along N) producing their int32 (int8 x int8) or int48 (int16 x int8) accumulators as tensors, the
 layers the fused int8 path (passes/fusion.py: CONV2D -> RESCALE -> int8) does not cover.
 Lowered by compiler/passes/lowering/mxu_conv.py.
 
@@ -26,7 +26,7 @@ from tosa_ir import Block, Operator
 
 from compiler.passes.fusion import _ints, invalid, scalar_input, unsupported
 
-MXU_CONV_OPS = ("CONV2D", "CONV3D", "TRANSPOSE_CONV2D")
+MXU_CONV_OPS = ("CONV2D", "CONV3D", "TRANSPOSE_CONV2D", "FULLY_CONNECTED")
 
 
 @dataclass
@@ -56,6 +56,7 @@ class MxuConvLayer:
     weights: np.ndarray
     bias: np.ndarray
     wide: bool                         # int16 input, int48 output
+    int4: bool                         # int4 weights (packed tiles, MATMUL w_type INT4)
     input_zp: int
     weight_zp: int
     ys: list[AxisPhase]
@@ -94,10 +95,10 @@ def _transpose_axis(size_out: int, stride: int, out_pad: int, k: int) -> list[Ax
 
 def mxu_conv_layer(op: Operator, block: Block, name: str) -> MxuConvLayer:
     x, w, y = block.tensor(op.inputs[0]), block.tensor(op.inputs[1]), block.tensor(op.outputs[0])
-    modes = {("int8", "int8"): "int32", ("int16", "int8"): "int48"}
+    modes = {("int8", "int8"): "int32", ("int8", "int4"): "int32", ("int16", "int8"): "int48"}
     if (x.dtype, w.dtype) not in modes or y.dtype != modes[(x.dtype, w.dtype)]:
-        raise unsupported(op, f"{x.dtype} x {w.dtype} -> {y.dtype}: the array runs int8 x int8 -> int32 and "
-                              f"int16 x int8 -> int48 convolutions")
+        raise unsupported(op, f"{x.dtype} x {w.dtype} -> {y.dtype}: the array runs int8 x int8 -> int32, "
+                              f"int8 x int4 -> int32 and int16 x int8 -> int48 convolutions")
     if any(d < 0 for d in x.shape + w.shape + y.shape):
         raise unsupported(op, "unknown dimensions")
     if not (w.is_const and block.tensor(op.inputs[2]).is_const):
@@ -110,7 +111,14 @@ def mxu_conv_layer(op: Operator, block: Block, name: str) -> MxuConvLayer:
     if bias.size not in (1, oc):
         raise invalid(op, f"bias of {bias.size} values for {oc} output channels")
     bias = np.broadcast_to(bias, (oc,)).copy()
-    if op.op == "CONV3D":
+    if op.op == "FULLY_CONNECTED":       # [N, IC] x [OC, IC]: a 1x1 convolution along N
+        if len(x.shape) != 2 or len(wt.shape) != 2:
+            raise invalid(op, f"input {list(x.shape)} and weight {list(w.shape)} must have rank 2")
+        rows, ic = x.shape
+        n, id_, ih, iw, od, oh, ow = 1, 1, 1, rows, 1, 1, rows
+        weights = wt.T[None, None, None]
+        ys, xs, depth = _conv_axis(1, 1, 1, 0, 1), _conv_axis(rows, 1, 1, 0, 1), [[(0, 0)]]
+    elif op.op == "CONV3D":
         pad, stride, dil = _ints(op, "pad", 6), _ints(op, "stride", 3), _ints(op, "dilation", 3)
         n, id_, ih, iw, ic = x.shape
         _, od, oh, ow, _ = y.shape
@@ -135,5 +143,15 @@ def mxu_conv_layer(op: Operator, block: Block, name: str) -> MxuConvLayer:
     if weights.shape[3] != ic or weights.shape[4] != oc:
         raise invalid(op, f"weights {list(w.shape)} do not match input channels {ic} and output channels {oc}")
     return MxuConvLayer(name, op.inputs[0], op.outputs[0], (n, id_, ih, iw, ic), (n, od, oh, ow, oc), weights,
-                        bias, x.dtype == "int16", izp, wzp, ys, xs, depth, ops=[op.describe()],
+                        bias, x.dtype == "int16", w.dtype == "int4", izp, wzp, ys, xs, depth, ops=[op.describe()],
                         location=op.location)
+
+
+def mxu_conv(walk, op: Operator) -> None:
+    """Add the layer of ``op`` to the dataflow walk (compiler/passes/dataflow.py): any input
+    with a view (bricks or rows), the output a rows tensor."""
+    layer = mxu_conv_layer(op, walk.block, walk._name("mxconv"))
+    layer.input = walk._require_vec(op, layer.input)
+    out = walk.block.tensor(op.outputs[0])
+    walk._root(op.outputs[0], tuple(out.shape), "computed", layout="rows", dtype=out.dtype)
+    walk.flow.layers.append(layer)

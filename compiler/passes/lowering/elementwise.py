@@ -17,8 +17,13 @@ the loop pass (compiler/passes/loops.py) to fold into LOOPs.  Per tile:
    does not move (stride 0) is loaded once and read again with a zero VALU stride (SELECT's
    two value operands share the VALU's b strides, so they are loaded expanded, the DMA
    repeating words with zero strides, when their patterns differ);
-2. the layer's steps (VALU, VRESCALE), temporaries in ASRAM or ACC;
+2. the layer's steps (VALU, VRESCALE, TABLE), temporaries in ASRAM or ACC;
 3. one DMA_STORE of the output buffer.
+
+Inputs that move along at most one axis, contiguously (weights, biases, per-channel
+constants), are *resident*: loaded once before the tiles and read in place.  An int48 input
+(int64 in memory) arrives as two element-mode loads (low and high words) copied into ACC
+row pairs, where VRESCALE reads INT48.  TABLE's table is installed in TSRAM once.
 
 Buffers come in two slot sets when they fit, so the DMA loads the next tile while the VPU
 works.  RESCALE parameters sit in PSRAM, one (multiplier, shift) row pair per vector

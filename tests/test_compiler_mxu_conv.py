@@ -1,0 +1,133 @@
+"""Compiler: convolutions with wide outputs on the MAC array (compiler/passes/mxu_conv.py):
+CONV2D, CONV3D and TRANSPOSE_CONV2D, int8 x int8 -> int32 and int16 x int8 -> int48 (and
+int8 x int4), run on the ISA simulator and compared bit-exactly with the reference
+interpreter."""
+from __future__ import annotations
+
+import os
+import sys
+
+import numpy as np
+import pytest
+
+sys.path.insert(0, os.path.dirname(__file__))
+from vector_graphs import VecBuilder, run_and_compare  # noqa: E402
+
+from isa.config import DEFAULT_CONFIG, SMALL_CONFIG  # noqa: E402
+from compiler.passes.mxu_conv import MxuConvLayer  # noqa: E402
+
+CONFIGS = {"small": SMALL_CONFIG, "default": DEFAULT_CONFIG}
+ACC = {"int8": "int32", "int16": "int48"}
+WRANGE = {"int8": (-128, 127), "int4": (-8, 7)}
+
+
+def _out(size, pad0, pad1, k, stride, dil):
+    return (size - 1 + pad0 + pad1 - (k - 1) * dil) // stride + 1
+
+
+def _fits(size, pad0, pad1, k, stride, dil):
+    return (size - 1 + pad0 + pad1 - (k - 1) * dil) % stride == 0
+
+
+def _size(lo, pad0, pad1, k, stride, dil):
+    return next(v for v in range(lo, lo + 40) if _fits(v, pad0, pad1, k, stride, dil) and
+                _out(v, pad0, pad1, k, stride, dil) > 0)
+
+
+def _run(g, rng, outputs, config):
+    comp = run_and_compare(g.graph(outputs), g.inputs(rng), CONFIGS[config])
+    assert any(isinstance(layer, MxuConvLayer) for layer in comp.layers)
+    return comp
+
+
+@pytest.mark.parametrize("config,dtype,wtype,kernel,stride,dil,pad,cin,cout,izp,wzp", [
+    ("small", "int8", "int8", (3, 3), (1, 1), (1, 1), (1, 1, 1, 1), 5, 6, -7, 3),
+    ("small", "int8", "int8", (2, 3), (2, 1), (1, 2), (0, 1, 2, 0), 9, 3, 127, -128),
+    ("default", "int8", "int8", (3, 3), (1, 2), (2, 1), (1, 0, 0, 1), 20, 37, 0, 0),
+    ("small", "int16", "int8", (3, 2), (1, 1), (1, 1), (1, 1, 0, 1), 6, 5, 0, 0),
+    ("default", "int16", "int8", (5, 5), (2, 2), (1, 1), (2, 2, 1, 1), 17, 18, 0, 0),
+    ("small", "int8", "int4", (3, 3), (1, 1), (1, 1), (1, 1, 1, 1), 7, 5, 3, 0),
+    ("default", "int8", "int4", (1, 3), (1, 2), (1, 1), (0, 0, 1, 1), 20, 19, -128, 0),
+])
+def test_conv2d_wide(config, dtype, wtype, kernel, stride, dil, pad, cin, cout, izp, wzp):
+    rng = np.random.default_rng(sum(kernel) * 100 + cin + cout)
+    h = _size(6, pad[0], pad[1], kernel[0], stride[0], dil[0])
+    w = _size(7, pad[2], pad[3], kernel[1], stride[1], dil[1])
+    oh, ow = _out(h, pad[0], pad[1], kernel[0], stride[0], dil[0]), _out(w, pad[2], pad[3], kernel[1], stride[1], dil[1])
+    g = VecBuilder(rng)
+    x = g.input((2, h, w, cin), dtype)
+    wt = g.const(rng.integers(*WRANGE[wtype], (cout, *kernel, cin), endpoint=True), wtype)
+    b = g.const(rng.integers(-(1 << 20), 1 << 20, (cout,)), ACC[dtype])
+    y = g.op("CONV2D", [x, wt, b, g.const([izp], dtype), g.const([wzp], wtype)], (2, oh, ow, cout), ACC[dtype],
+             pad=list(pad), stride=list(stride), dilation=list(dil), acc_type=ACC[dtype].upper())
+    comp = _run(g, rng, [y], config)
+    w_types = {op.instr.values["w_type"] for op in comp.scheduled.ops if op.instr.name == "MATMUL"}
+    assert w_types == {int(wtype == "int4")}          # int4 weights stay packed in WSRAM
+
+
+@pytest.mark.parametrize("dtype", ["int8", "int16"])
+def test_conv2d_extremes(dtype):
+    """Every input and weight at its most negative value: the largest sums."""
+    rng = np.random.default_rng(3)
+    g = VecBuilder(rng)
+    lo = -128 if dtype == "int8" else -32768
+    x = g.input((1, 4, 5, 40), dtype, lo, lo)
+    wt = g.const(np.full((3, 3, 3, 40), -128), "int8")
+    b = g.const(np.array([-(1 << 31) if dtype == "int8" else -(1 << 40), 0, 5]), ACC[dtype])
+    y = g.op("CONV2D", [x, wt, b, g.const([0], dtype), g.const([0], "int8")], (1, 2, 3, 3), ACC[dtype],
+             pad=[0, 0, 0, 0], stride=[1, 1], dilation=[1, 1], acc_type=ACC[dtype].upper())
+    _run(g, rng, [y], "small")
+
+
+@pytest.mark.parametrize("config,dtype,kernel,stride,dil,pad,cin,cout,izp", [
+    ("small", "int8", (2, 3, 2), (1, 2, 1), (1, 1, 2), (1, 0, 1, 1, 0, 1), 5, 6, -3),
+    ("default", "int16", (3, 1, 2), (2, 1, 1), (1, 1, 1), (1, 1, 0, 0, 1, 0), 18, 7, 0),
+])
+def test_conv3d(config, dtype, kernel, stride, dil, pad, cin, cout, izp):
+    rng = np.random.default_rng(sum(kernel) + cin)
+    sizes = [_size(4 + i, pad[2 * i], pad[2 * i + 1], kernel[i], stride[i], dil[i]) for i in range(3)]
+    outs = [_out(sizes[i], pad[2 * i], pad[2 * i + 1], kernel[i], stride[i], dil[i]) for i in range(3)]
+    g = VecBuilder(rng)
+    x = g.input((1, *sizes, cin), dtype)
+    wt = g.const(rng.integers(-128, 128, (cout, *kernel, cin)), "int8")
+    b = g.const(rng.integers(-1000, 1000, (cout,)), ACC[dtype])
+    y = g.op("CONV3D", [x, wt, b, g.const([izp], dtype), g.const([0], "int8")], (1, *outs, cout), ACC[dtype],
+             pad=list(pad), stride=list(stride), dilation=list(dil), acc_type=ACC[dtype].upper())
+    _run(g, rng, [y], config)
+
+
+@pytest.mark.parametrize("config,dtype,kernel,stride,out_pad,cin,cout,izp,wzp", [
+    ("small", "int8", (3, 3), (2, 2), (0, 0, 0, 0), 5, 6, 4, -2),
+    ("small", "int8", (1, 3), (3, 2), (-0, 1, -2, 0), 3, 5, -128, 0),      # phases without taps
+    ("small", "int16", (2, 2), (1, 1), (-1, -1, -1, -1), 6, 3, 0, 0),      # negative out_pad crops
+    ("default", "int16", (3, 2), (2, 3), (1, 0, 0, 2), 20, 17, 0, 0),
+])
+def test_transpose_conv2d(config, dtype, kernel, stride, out_pad, cin, cout, izp, wzp):
+    rng = np.random.default_rng(sum(kernel) * 10 + cin + cout)
+    ih, iw = 5, 4
+    oh = (ih - 1) * stride[0] + out_pad[0] + out_pad[1] + kernel[0]
+    ow = (iw - 1) * stride[1] + out_pad[2] + out_pad[3] + kernel[1]
+    g = VecBuilder(rng)
+    x = g.input((2, ih, iw, cin), dtype)
+    wt = g.const(rng.integers(-128, 128, (cout, *kernel, cin)), "int8")
+    b = g.const(rng.integers(-1000, 1000, (1,)), ACC[dtype])
+    y = g.op("TRANSPOSE_CONV2D", [x, wt, b, g.const([izp], dtype), g.const([wzp], "int8")], (2, oh, ow, cout),
+             ACC[dtype], out_pad=list(out_pad), stride=list(stride), acc_type=ACC[dtype].upper())
+    _run(g, rng, [y], config)
+
+
+@pytest.mark.parametrize("config,dtype,n,cin,cout,izp,wzp", [
+    ("small", "int8", 3, 9, 7, -5, 6),
+    ("default", "int16", 5, 40, 20, 0, 0),
+])
+def test_fully_connected_draft(config, dtype, n, cin, cout, izp, wzp):
+    rng = np.random.default_rng(n + cin + cout)
+    g = VecBuilder(rng)
+    x = g.input((n, cin), dtype)
+    wt = g.const(rng.integers(-128, 128, (cout, cin)), "int8")
+    b = g.const(rng.integers(-1000, 1000, (cout,)), ACC[dtype])
+    y = g.op("FULLY_CONNECTED", [x, wt, b], (n, cout), ACC[dtype], input_zp=izp, weight_zp=wzp)
+    graph = g.graph([y])
+    graph.version = (0, 80, 0, True)            # the draft spec (zero points as attributes)
+    comp = run_and_compare(graph, g.inputs(rng), CONFIGS[config])
+    assert any(isinstance(layer, MxuConvLayer) for layer in comp.layers)
