@@ -138,11 +138,13 @@ def roofline_svg(title: str, rows: list[PlotRow], subtitle: str = "") -> str:
             continue
         left = x(low) if log else label_w
         out.append(f'<rect class="cycles" data-layer={name} x="{left:.1f}" y="{y}" '
-                   f'width="{max(x(r.cycles) - left, 0):.1f}" height="{BAR}" fill="#7aa6d6"><title>{tip}</title></rect>')
+                   f'width="{max(x(r.cycles) - left, 0):.1f}" height="{BAR}" fill="#7aa6d6">'
+                   f'<title>{tip}</title></rect>')
         if r.bound:
             colour = LIMIT_COLOURS.get(r.limit, LIMIT_COLOURS["MACs"])
             out.append(f'<rect class="bound" data-layer={name} x="{left:.1f}" y="{y + BAR / 2 - 2}" '
-                       f'width="{max(x(r.bound) - left, 0):.1f}" height="4" fill="{colour}"><title>{tip}</title></rect>')
+                       f'width="{max(x(r.bound) - left, 0):.1f}" height="4" fill="{colour}">'
+                       f'<title>{tip}</title></rect>')
         out.append(f'<text x="{label_w + PLOT_W + 6}" y="{y + BAR - 3}">{100 * r.utilisation:.1f}%{ratio}</text>')
     out.append(f'<line x1="{label_w}" y1="{TOP - 4}" x2="{label_w}" y2="{bottom}" stroke="#888"/>')
     out.append("</svg>")

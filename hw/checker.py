@@ -17,6 +17,9 @@ any unit sees it; units never fail.  Rules (isa/instructions.py docs):
 * LOOP: ILLEGAL_INSTRUCTION if ``body == 0``, the body runs past the program, ``loop_full``
   (LOOP_DEPTH loops active), or the body ends past ``loop_end`` (one past the innermost
   active body; PROG_LEN when no loop is active).
+* BRANCH: ILLEGAL_INSTRUCTION for test 3, a target past the program or ``loop_active``; then
+  SRAM_OVERFLOW for a condition row past its memory (not for ALWAYS).  BRANCH_LIMIT depends
+  on data: the sequencer finds it.
 * VRESCALE, VALU, VPOOL: hw/vpu_check.py (illegal enum values, then SRAM_OVERFLOW);
   TABLE: hw/table_check.py (the same order).
 
@@ -34,8 +37,8 @@ from amaranth.lib.wiring import In, Out
 from isa.config import NpuConfig
 from isa.instructions import DMA_ELEM_SIZES
 from isa import matmul
-from isa.instructions import (BY_NAME, INSTR_BITS, INSTRUCTIONS, OPCODE_BITS, ErrorCode, MatmulAType,
-                              MatmulWType, Sram)
+from isa.instructions import (BY_NAME, INSTR_BITS, INSTRUCTIONS, OPCODE_BITS, BranchTest, ErrorCode,
+                              MatmulAType, MatmulWType, Sram, VecDst)
 from hw.decode import RESERVED, instr_layout
 from hw.loop import effective_fields, offsets_layout
 from hw.table_check import table_errors
@@ -73,6 +76,7 @@ class InstrChecker(wiring.Component):
             "offsets": In(offsets_layout()),
             "loop_full": In(1),
             "loop_end": In(PC_BITS),
+            "loop_active": In(1),
             "code": Out(CODE_BITS),
             "word_eff": Out(INSTR_BITS),
             "loop_ok": Out(1),
@@ -169,6 +173,12 @@ class InstrChecker(wiring.Component):
                             elif defn.name == "LOOP":
                                 with m.If(loop_illegal):
                                     m.d.comb += code.eq(ErrorCode.ILLEGAL_INSTRUCTION)
+                            elif defn.name == "BRANCH":
+                                rows = Mux(v.mem == VecDst.ACC, cfg.acc_rows, cfg.asram_rows)
+                                with m.If((v.test == 3) | (v.target >= self.prog_len) | self.loop_active):
+                                    m.d.comb += code.eq(ErrorCode.ILLEGAL_INSTRUCTION)
+                                with m.Elif((v.test != BranchTest.ALWAYS) & (v.row >= rows)):
+                                    m.d.comb += code.eq(ErrorCode.SRAM_OVERFLOW)
                             elif defn.name == "TABLE":
                                 illegal, over = table_errors(cfg, v)
                                 with m.If(illegal):

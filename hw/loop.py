@@ -67,7 +67,8 @@ class LoopStack(wiring.Component):
 
     ``advance``: the fetch uses ``addr`` this cycle.  ``enter``: a legal LOOP (fields
     ``count``, ``body``, increments in ``loop``; index ``loop_pc``) leaves the fetch stage this
-    cycle (the sequencer fetches in the same cycle).  ``restart``: forget every loop and
+    cycle (the sequencer fetches in the same cycle).  ``jump``: a taken BRANCH (no loop is
+    active) fetches ``jump_pc`` this cycle.  ``restart``: forget every loop and
     fetch from 0 next.  ``full``: LOOP_DEPTH loops are active; ``active``: at least one;
     ``end``: one past the last instruction of the innermost active body.
 
@@ -91,6 +92,8 @@ class LoopStack(wiring.Component):
             "enter": In(1),
             "loop": In(self._loop_fields),
             "loop_pc": In(pc_bits),
+            "jump": In(1),
+            "jump_pc": In(pc_bits),
             "addr": Out(pc_bits),
             "offsets": Out(offsets_layout()),
             "full": Out(1),
@@ -132,7 +135,8 @@ class LoopStack(wiring.Component):
         # branch lets Verilator skip it in the other cycles.
         with m.If(self.advance):
             skip = self.enter & (self.loop.count == 0)
-            q = Mux(skip, self.loop_pc + 1 + self.loop.body, seq_pc)
+            # A taken BRANCH (never with a loop active) fetches its target instead.
+            q = Mux(self.jump, self.jump_pc, Mux(skip, self.loop_pc + 1 + self.loop.body, seq_pc))
             at_end = Cat(valid[d] & (end[d] == q) for d in range(depth))
             back = Cat(at_end[d] & (left[d] != 0) for d in range(depth))   # at its end, iterations left
             # The innermost level that can go back does; the levels inside it end, as does

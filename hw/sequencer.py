@@ -20,6 +20,12 @@ States (cycle 0 is the cycle after the CTRL.START write):
   they leave the read port, so loop-back costs no cycle and a LOOP costs one issue slot
   like SYNC.  The checker sees each instruction with the offsets of its loop iteration,
   and IR holds its effective addresses: units never see a loop.
+* BRANCH: in the cycle it could issue like SYNC it reads its condition row (own read ports
+  on ASRAM and ACC, ``cond_asram``/``cond_acc``); the next cycle it decides and issues.  A
+  taken branch drops the instruction in the read port and fetches the target (the loop
+  stack's ``jump``), so the target reaches IR two cycles after the issue.  A taken backward
+  branch that would pass its ``limit`` (``back_taken``, reset by CTRL.START) stops the NPU
+  with BRANCH_LIMIT instead, once every unit is idle.
 """
 from __future__ import annotations
 
@@ -30,7 +36,8 @@ from amaranth.lib.wiring import In, Out
 from amaranth.utils import ceil_log2
 
 from isa.config import NpuConfig
-from isa.instructions import BY_NAME, INSTR_BITS, INSTR_BYTES, OPCODE_BITS, ErrorCode, Unit
+from isa.instructions import (BRANCH_LIMIT_BITS, BY_NAME, INSTR_BITS, INSTR_BYTES, OPCODE_BITS, BranchTest,
+                              BranchType, ErrorCode, Unit, VecDst)
 from hw.checker import CODE_BITS, PC_BITS, InstrChecker
 from hw.decode import fields_layout, instr_layout, opcode
 from hw.interfaces import ExtBusSignature, UnitCtlSignature
@@ -62,6 +69,7 @@ class Sequencer(wiring.Component):
             raise ValueError("an instruction must be a whole number of bus words")
         self.words_per_instr = INSTR_BYTES // config.bus_bytes
         imem_aw = ceil_log2(config.imem_rows)
+        from hw.mxu import ACC_BITS        # here: hw/mxu.py imports this module
         super().__init__({
             "start": In(1),
             "prog_addr": In(32),
@@ -74,6 +82,10 @@ class Sequencer(wiring.Component):
             "bus": Out(ExtBusSignature(config)),
             "imem_w": In(WritePort.Signature(addr_width=imem_aw, shape=INSTR_BITS)),
             "imem_r": In(ReadPort.Signature(addr_width=imem_aw, shape=INSTR_BITS)),
+            "cond_asram": In(ReadPort.Signature(addr_width=ceil_log2(config.asram_rows),
+                                                shape=8 * config.bus_bytes)),
+            "cond_acc": In(ReadPort.Signature(addr_width=ceil_log2(config.acc_rows),
+                                              shape=ACC_BITS * config.array_cols)),
             "dma": Out(UnitCtlSignature(dma_cmd_layout())),
             "mxu": Out(UnitCtlSignature(mxu_cmd_layout())),
             "vpu": Out(UnitCtlSignature(vpu_cmd_layout())),
@@ -127,6 +139,30 @@ class Sequencer(wiring.Component):
         issue = Signal()
         load_ir = Signal()
         fetch = Signal()
+
+        # BRANCH: the condition row is read while the BRANCH is in IR (data the next cycle).
+        br = instr_layout("BRANCH")(ir_word)
+        is_branch = ir_opcode == opcode("BRANCH")
+        br_armed = Signal()           # the condition was read last cycle: decide now
+        back_taken = Signal(BRANCH_LIMIT_BITS)
+        m.d.comb += [
+            self.cond_asram.addr.eq(br.row), self.cond_acc.addr.eq(br.row),
+            self.cond_asram.en.eq(ir_valid & is_branch), self.cond_acc.en.eq(ir_valid & is_branch),
+        ]
+        from_acc = br.mem == VecDst.ACC
+        value8 = Mux(from_acc, self.cond_acc.data[:8], self.cond_asram.data[:8])
+        value32 = Mux(from_acc, self.cond_acc.data[:32], self.cond_asram.data[:32])
+        nonzero = Mux(br.dtype == BranchType.INT32, value32 != 0, value8 != 0)
+        br_taken = Mux(br.test == BranchTest.ALWAYS, 1, Mux(br.test == BranchTest.ZERO, ~nonzero, nonzero))
+        backward = br.target <= ir_pc
+        limit_hit = Signal()
+        jump = Signal()
+        m.d.comb += [
+            limit_hit.eq(br_armed & br_taken & backward & (back_taken >= br.limit)),
+            jump.eq(issue & is_branch & br_taken),
+            loops.jump.eq(jump),
+            loops.jump_pc.eq(br.target),
+        ]
         f_view = instr_layout("LOOP")(self.imem_r.data)
         m.d.comb += [
             checker.word.eq(self.imem_r.data),
@@ -135,6 +171,7 @@ class Sequencer(wiring.Component):
             checker.offsets.eq(loops.offsets),
             checker.loop_full.eq(loops.full),
             checker.loop_end.eq(Mux(loops.active, loops.end, prog_len)),
+            checker.loop_active.eq(loops.active),
             self.imem_r.addr.eq(pc_f),
             self.imem_r.en.eq(fetch),
             loops.advance.eq(fetch),
@@ -170,7 +207,7 @@ class Sequencer(wiring.Component):
                             prog_len.eq(self.prog_len),
                             boot_words.eq(self.prog_len * wpi),
                             req_count.eq(0), resp_count.eq(0), req_addr.eq(self.prog_addr),
-                            word_in_instr.eq(0), imem_row.eq(0),
+                            word_in_instr.eq(0), imem_row.eq(0), back_taken.eq(0), br_armed.eq(0),
                         ]
                         m.next = "BOOT"
 
@@ -201,8 +238,8 @@ class Sequencer(wiring.Component):
             with m.State("RUN"):
                 m.d.comb += self.running.eq(1)
                 m.d.comb += [
-                    load_ir.eq(f_valid & (~ir_valid | issue)),
-                    fetch.eq(~f_valid | load_ir),
+                    load_ir.eq(f_valid & (~ir_valid | issue) & ~jump),
+                    fetch.eq(~f_valid | load_ir | jump),
                 ]
                 with m.If(fetch):
                     m.d.sync += [f_valid.eq(1), f_pc.eq(pc_f)]
@@ -216,14 +253,24 @@ class Sequencer(wiring.Component):
                 with m.Switch(ir_opcode):
                     with m.Case(opcode("SYNC"), opcode("LOOP")):
                         m.d.comb += issue.eq(ok & wait_ok)
+                    with m.Case(opcode("BRANCH")):
+                        m.d.comb += issue.eq(br_armed & ~limit_hit)
+                        with m.If(ok & wait_ok & ~br_armed):
+                            m.d.sync += br_armed.eq(1)
+                        with m.If(issue):
+                            m.d.sync += br_armed.eq(0)
+                        with m.If(jump & backward):
+                            m.d.sync += back_taken.eq(back_taken + 1)
                     vector = tuple((d.name, self.vpu) for d in BY_NAME.values() if d.unit is Unit.VPU)
                     for name, port in (("DMA_LOAD", self.dma), ("DMA_STORE", self.dma),
                                        ("MATMUL", self.mxu)) + vector:
                         with m.Case(opcode(name)):
                             m.d.comb += [issue.eq(ok & wait_ok & port.ready), port.start.eq(issue)]
 
-                stopping = ir_valid & ((ir_err != ErrorCode.NONE) | (ir_opcode == opcode("HALT")))
+                stopping = (ir_valid & ((ir_err != ErrorCode.NONE) | (ir_opcode == opcode("HALT")))) | limit_hit
                 with m.If(stopping & all_idle):
-                    m.d.comb += [self.stop.eq(1), self.stop_code.eq(ir_err), self.stop_pc.eq(ir_pc)]
+                    m.d.comb += [self.stop.eq(1), self.stop_pc.eq(ir_pc),
+                                 self.stop_code.eq(Mux(limit_hit, ErrorCode.BRANCH_LIMIT, ir_err))]
+                    m.d.sync += br_armed.eq(0)
                     m.next = "IDLE"
         return m

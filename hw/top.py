@@ -7,10 +7,10 @@ memory    row                  ports
 ========  ===================  ======================================================
 IMEM      one instruction      sequencer write (boot), sequencer read (fetch)
 ASRAM     array_rows int8      DMA write, VPU write, DMA read (store), MXU read, VPU reads (3),
-                               TABLE read and write
+                               TABLE read and write, sequencer read (BRANCH condition)
 WSRAM     array_cols int8      DMA write, MXU read
 ACC       array_cols int32     MXU write, VPU write, MXU read (transparent), VPU reads (3),
-                               TABLE read and write
+                               TABLE read and write, sequencer read (BRANCH condition)
 PSRAM     array_cols int32     DMA write (bus-word granularity), VPU reads (3)
 TSRAM     bus word             in hw/table.py: one 2 KiB copy per lane, TABLE write (all
                                copies), TABLE reads (one per copy)
@@ -74,6 +74,8 @@ class Npu(wiring.Component):
 
         wiring.connect(m, seq.imem_w, imem.write_port())
         wiring.connect(m, seq.imem_r, imem.read_port())
+        wiring.connect(m, seq.cond_asram, asram.read_port())       # BRANCH conditions
+        wiring.connect(m, seq.cond_acc, acc.read_port())
         wiring.connect(m, dma.asram_w, asram.write_port())
         wiring.connect(m, vpu.asram_w, asram.write_port())
         wiring.connect(m, dma.asram_r, asram.read_port())

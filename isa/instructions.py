@@ -27,8 +27,8 @@ instructions after it with their address fields (``Field.space``) offset per ite
 "program order" is then the order of the unrolled loops, and an instruction's fields mean
 its effective (offset) values.
 
-Errors depend only on an instruction's (effective) fields, and for LOOP on the active
-loops.  A failing instruction does nothing and stops the NPU once the instructions before
+Errors depend only on an instruction's (effective) fields, and for LOOP and BRANCH on the
+active loops (except BRANCH_LIMIT, which depends on a BRANCH's condition).  A failing instruction does nothing and stops the NPU once the instructions before
 it have completed; nothing after it issues.  Within one instruction the first applicable
 error in the order ILLEGAL_INSTRUCTION, DMA_MISALIGNED, DMA_OUT_OF_RANGE, SRAM_OVERFLOW is
 reported.  Address arithmetic is exact (never modulo a field width; a negative effective
@@ -166,6 +166,21 @@ class Space(enum.IntEnum):
 LOOP_DEPTH = 4   # LOOPs that may be active (nested) at once
 
 
+class BranchTest(enum.IntEnum):
+    """When a BRANCH is taken (value 3 is illegal)."""
+
+    ALWAYS = 0
+    ZERO = 1
+    NONZERO = 2
+
+
+class BranchType(enum.IntEnum):
+    """Element type of a BRANCH condition (lane 0 of a vector, read as VECTOR_DOC's read())."""
+
+    INT8 = 0
+    INT32 = 1
+
+
 class ErrorCode(enum.IntEnum):
     """Values of the ERROR_CODE status register when the NPU stops on an error."""
 
@@ -176,6 +191,7 @@ class ErrorCode(enum.IntEnum):
     SRAM_OVERFLOW = 4         # an access ran past the end of a scratchpad
     PROGRAM_TOO_LARGE = 5     # the program does not fit in the instruction memory
     PC_OVERFLOW = 6           # execution ran off the end of the program without HALT
+    BRANCH_LIMIT = 7          # a taken backward BRANCH would exceed its budget (`limit`)
 
 
 @dataclass(frozen=True)
@@ -244,6 +260,8 @@ PAD_BITS = 8
 ACC_ADDR_BITS = 16
 PARAM_ADDR_BITS = 12
 LOOP_BODY_BITS = 12
+BRANCH_TARGET_BITS = 16
+BRANCH_LIMIT_BITS = 24
 
 
 def _dma_common() -> tuple[Field, ...]:
@@ -380,6 +398,49 @@ inside a body stops the NPU as anywhere else (STOP_PC is the instruction's index
 Errors: ILLEGAL_INSTRUCTION (even when count == 0) if body == 0; if pc + body >= the
 number of instructions (the body runs past the program); if LOOP_DEPTH loops are already
 active; or if pc + body is past the last instruction of the innermost active loop's body."""),
+    InstrDef("BRANCH", 4, Unit.SEQ, (
+        Field("target", BRANCH_TARGET_BITS, doc="index of the instruction executed next when taken"),
+        Field("test", 2, doc="ALWAYS, or taken when the condition is ZERO / NONZERO", enum=BranchTest),
+        Field("mem", 1, doc="memory of the condition: 0 ASRAM, 1 ACC", enum=VecDst),
+        Field("row", VEC_ADDR_BITS, doc="row of the condition (lane 0 is read)"),
+        Field("dtype", 1, doc="type of the condition: 0 INT8, 1 INT32", enum=BranchType),
+        Field("limit", BRANCH_LIMIT_BITS, doc="taken backward branches the run may make (budget)"),
+    ), doc="""\
+Conditional jump, executed by the sequencer once the units in `wait` are idle (so the
+unit that computed the condition has written it):
+
+    if test == ALWAYS: taken = 1
+    else:
+      x = lane 0 of read(mem, dtype, row)            (VECTOR_DOC: ASRAM INT8: byte 0 of the
+                                                      row; INT32: bytes 0..3; ACC: the low
+                                                      8 or 32 bits of lane 0)
+      taken = (x == 0) if test == ZERO else (x != 0)
+    if taken and target <= pc:                       (backward; target == pc too)
+      if back_taken == limit: stop with BRANCH_LIMIT
+      back_taken += 1
+    pc = taken ? target : pc + 1
+
+`back_taken` counts the taken backward branches since CTRL.START (all BRANCHes share it);
+a BRANCH that would take it past its own `limit` fails instead.  So a loop built from
+branches whose exit condition never comes stops with an error and the interrupt, never
+hangs.  The compiler sets `limit` to the budget of the TOSA reference interpreter
+(sim/reference/interpreter.py, max_loop_iterations: WHILE_LOOP body executions counted over
+the whole run), one backward branch per iteration.
+
+LOOP: a BRANCH runs only with no LOOP active (never inside a LOOP body, as the loop
+stack could not follow it).  A branch may jump into the middle of a LOOP's body from
+outside: the instructions there then run once, as straight-line code (the LOOP was not
+executed, so no loop is active).
+
+Timing: the condition is read in the cycle the wait mask is met, decided the next (the
+BRANCH issues then); a taken branch refetches, so its target enters the issue register
+two cycles after the BRANCH issues instead of one (sim/npu_timing.py).
+
+Errors: ILLEGAL_INSTRUCTION if test == 3, target >= the number of instructions, or a LOOP
+is active; SRAM_OVERFLOW if test != ALWAYS and row is past the end of `mem` (checked from
+the fields, like any instruction's errors).  BRANCH_LIMIT is the one error that depends on
+data (the condition): STOP_PC is the BRANCH's index, it happens when the BRANCH would
+issue, and the NPU stops once every unit is idle."""),
     InstrDef("DMA_LOAD", 8, Unit.DMA, _dma_common() + (
         Field("pad_b0", PAD_BITS, doc="pad words (element mode: elements) before each line"),
         Field("pad_a0", PAD_BITS, doc="pad words (element mode: elements) after each line"),

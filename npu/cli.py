@@ -178,7 +178,13 @@ def cmd_estimate(args) -> int:
                  f"{config.bus_bytes} B/cycle external bus, instruction memory {config.imem_rows}")
         print(estimate.render_rows(title, rows, "compiles"))
     else:
-        est = estimate.estimate_graph(model.graph, config)
+        from tosa_ir.errors import Unsupported
+
+        try:
+            est = estimate.estimate_graph(model.graph, config)
+        except Unsupported as e:
+            # Most of such a graph usually compiles: say how to see those layers.
+            raise Unsupported(f"{e} (--per-layer estimates the layers that compile)") from None
         rows, title = est.rows(), f"cycles from {est.source}; {shape} array"
         print(est.table())
     if args.csv:
@@ -186,7 +192,8 @@ def cmd_estimate(args) -> int:
         print(f"wrote {args.csv}")
     if args.plot:
         name = Path(args.model.rstrip("/")).name
-        _write_text(args.plot, estimate.rows_svg(f"{name}: per-layer cycles vs roofline bound", rows, title), "the plot")
+        svg = estimate.rows_svg(f"{name}: per-layer cycles vs roofline bound", rows, title)
+        _write_text(args.plot, svg, "the plot")
         print(f"wrote {args.plot}")
     return 0
 

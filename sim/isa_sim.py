@@ -39,6 +39,7 @@ from isa.instructions import INSTR_BYTES, ErrorCode, effective_values
 from isa.program import Program
 from tosa_ir.errors import InvalidInput, NpuError
 
+from sim import isa_branch
 from sim.isa_hazards import Hazard, find_hazards
 from sim.isa_loops import LoopStack
 from sim.isa_units import EXECUTORS, Footprint, NpuState, Trap
@@ -174,6 +175,9 @@ class IsaSim:
         instrs: list[Instruction] = []      # every instruction reached, in issue order
         decoded: dict[int, Instruction] = {}
         loops = LoopStack(n)
+        budget = isa_branch.BackwardBudget()
+        taken: set[int] = set()             # positions in ``instrs`` of taken BRANCHes
+        late_stop = False                   # stopped by BRANCH_LIMIT (after the condition read)
         code, error_pc, message = ErrorCode.PC_OVERFLOW, n, f"ran past the last of {n} instructions without HALT"
         pc, trapped = 0, False
         while pc < n:
@@ -192,11 +196,20 @@ class IsaSim:
             text = (disassemble_one(shown) if shown is instr else str(shown)) if trace else instr.name
             executor = EXECUTORS.get(instr.name)
             footprint = None                # HALT, SYNC and LOOP: sequencer only, no data
+            jump = None
             try:
                 if instr.name == "LOOP":
                     why = loops.illegal(pc, values)
                     if why is not None:
                         raise Trap(ErrorCode.ILLEGAL_INSTRUCTION, why)
+                elif instr.name == "BRANCH":
+                    isa_branch.check(pc, values, n, loops.active, self.config)
+                    footprint = isa_branch.footprint(values)
+                    if isa_branch.taken(state, values):
+                        late_stop = True
+                        budget.take(pc, values)
+                        late_stop = False
+                        jump = values["target"]
                 elif executor is not None:
                     footprint = executor(state, values)
             except Trap as t:
@@ -211,6 +224,10 @@ class IsaSim:
             if instr.name == "HALT":
                 code, error_pc, message = ErrorCode.NONE, None, ""
                 break
+            if jump is not None:
+                taken.add(len(instrs) - 1)
+                pc = jump
+                continue
             pc = loops.enter(pc, values) if instr.name == "LOOP" else loops.advance(pc)
         if code == ErrorCode.PC_OVERFLOW:
             note(f"{n:5d}: PC_OVERFLOW: {message}")
@@ -222,7 +239,8 @@ class IsaSim:
             # A trapping instruction is the last one reached; an undecodable word or
             # PC_OVERFLOW ends the stream by itself.
             stop_at = len(instrs) - 1 if trapped else None
-            self._add_timing(result, instrs, executed, positions, n, stop_at)
+            self._add_timing(result, instrs, executed, positions, n, stop_at, taken=taken,
+                             late_stop=late_stop)
         return result
 
     # -- helpers -------------------------------------------------------------------------
@@ -239,19 +257,23 @@ class IsaSim:
 
     def _add_timing(self, result: IsaResult, instrs: list[Instruction],
                     executed: list[tuple[int, object, Footprint | None]], positions: list[int],
-                    prog_len: int, stop_at: int | None = None, boot_error: bool = False) -> None:
+                    prog_len: int, stop_at: int | None = None, boot_error: bool = False,
+                    taken: set | None = None, late_stop: bool = False) -> None:
         """Fill cycles/busy (and hazards) from the timing model.
 
         ``instrs`` are the instructions reached in issue order, a failing one included (at
         ``stop_at``); an undecodable word or PC_OVERFLOW stops the model at ``len(instrs)``
         by itself.  ``positions[k]``: index in ``instrs`` of ``executed[k]``.
+        ``taken``: positions of the taken BRANCHes; ``late_stop``: the failing instruction is
+        a BRANCH stopped by BRANCH_LIMIT (it stops after reading its condition).
         """
         model = self._timing_model()
         if model is None:
             if self.check_hazards:
                 raise RuntimeError("check_hazards needs the timing model sim/npu_timing.py")
             return
-        t = model.run_issued(instrs, stop_at=stop_at, prog_len=prog_len, boot_error=boot_error)
+        extra = {"taken": taken, "late_stop": late_stop} if taken or late_stop else {}
+        t = model.run_issued(instrs, stop_at=stop_at, prog_len=prog_len, boot_error=boot_error, **extra)
         result.timing = t
         result.cycles = int(t.total_cycles)
         result.busy = dict(t.busy)

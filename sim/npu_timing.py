@@ -23,6 +23,14 @@ Loops
     body to the first costs nothing: the first instruction of the next iteration enters IR
     the cycle after the last one of the body issues, exactly as straight-line code.  An
     illegal LOOP stops the NPU like a failing instruction.
+Branches
+    A BRANCH waits like SYNC until cycle ``c`` (in IR, wait mask met), reads its condition
+    in ``c`` and issues at ``c+1``.  Not taken: the next instruction enters IR at ``c+2``
+    (the cycle after the issue, as usual); taken: the target is fetched at ``c+1`` and
+    enters IR at ``c+3``.  Its interval is the read cycle (start = end = c).  A BRANCH
+    stopped by BRANCH_LIMIT stops the NPU at the first cycle at or after ``c+1`` in which
+    every unit is idle; an illegal BRANCH like any failing instruction.  :meth:`run` (no
+    data) takes ALWAYS branches and never conditional ones.
 Units (command issued at cycle c; a unit is busy on cycles ``start .. end``)
     DMA_LOAD:  ``S = len2*(len1+pad_b1+pad_a1)*(len0+pad_b0+pad_a0)*X``; busy c+1 .. c+S+L.
     DMA_STORE: ``N = len0*len1*len2*X``; busy c+1 .. c+N+1.
@@ -48,10 +56,12 @@ from typing import NamedTuple
 from isa import dma
 from isa import matmul
 from isa.config import NpuConfig
-from isa.instructions import INSTR_BYTES, Unit
+from isa.instructions import INSTR_BYTES, BranchTest, ErrorCode, Unit
 from isa.vector import schedule
 
+from sim.isa_branch import BackwardBudget, check
 from sim.isa_loops import LoopStack
+from sim.isa_units import Trap
 
 UNITS = ("DMA", "MXU", "VPU")
 
@@ -162,18 +172,24 @@ class TimingModel:
             The boot checks failed: the NPU stops before booting.
         """
         prog_len = len(instructions) if prog_len is None else prog_len
-        return self._run(_issue_order(instructions, prog_len), stop_at, prog_len, boot_error)
+        return self._run(_issue_order(instructions, prog_len, self.config), stop_at, prog_len, boot_error)
 
     def run_issued(self, issued, stop_at: int | None = None, prog_len: int | None = None,
-                   boot_error: bool = False) -> Timing:
+                   boot_error: bool = False, taken=(), late_stop: bool = False) -> Timing:
         """Time a run given the instructions reached in issue order (what the ISA simulator
         executed: every iteration's instructions, every LOOP executed), ``stop_at`` being a
-        position in that list; the NPU stops there, at a HALT, or at the end of the list."""
+        position in that list; the NPU stops there, at a HALT, or at the end of the list.
+        ``taken``: positions of the BRANCHes that jumped; ``late_stop``: the instruction at
+        ``stop_at`` is a BRANCH stopped by BRANCH_LIMIT."""
         prog_len = len(issued) if prog_len is None else prog_len
-        return self._run(((None, instr, False) for instr in issued), stop_at, prog_len, boot_error)
+        taken = set(taken)
+        stream = ((None, instr, "late" if late_stop and k == stop_at else False, k in taken)
+                  for k, instr in enumerate(issued))
+        return self._run(stream, stop_at, prog_len, boot_error)
 
     def _run(self, stream, stop_at, prog_len: int, boot_error: bool) -> Timing:
-        """Time the (pc, instruction, stops) items of ``stream`` in issue order."""
+        """Time the (pc, instruction, stops, taken) items of ``stream`` in issue order
+        (``stops``: False, True, or "late" for BRANCH_LIMIT)."""
         cfg = self.config
         if boot_error:
             return Timing(0, {u: 0 for u in UNITS})
@@ -188,18 +204,24 @@ class TimingModel:
         in_ir = run_start + 2
         index = 0
         while True:
-            pc, instr, fails = next(stream, (None, None, True))
+            pc, instr, fails, jumps = next(stream, (None, None, True, False))
             stopping = fails or index == stop_at
             if stopping or instr.name == "HALT":
-                stop = max([in_ir] + list(idle_from.values()))
+                # BRANCH_LIMIT is found after the condition read, one cycle after the wait.
+                late = fails == "late" and 1 + max([in_ir] + [idle_from[u] for u in _waits(instr)])
+                stop = max([in_ir, late] + list(idle_from.values()))
                 per_instr.append(InstrTiming(stop, stop, stop))
                 pcs.append(pc)
                 return Timing(stop + 1, {u: busy[u].close() for u in UNITS}, per_instr,
                               run_start, index, pcs)
             pcs.append(pc)
-            waits = [u.name for u in Unit if u is not Unit.SEQ and instr.values["wait"] >> u.value & 1]
-            issue = max([in_ir] + [idle_from[u] for u in waits])
+            issue = max([in_ir] + [idle_from[u] for u in _waits(instr)])
             unit = instr.defn.unit
+            if instr.name == "BRANCH":                 # read at `issue`, decide one cycle later
+                per_instr.append(InstrTiming(issue + 1, issue, issue))
+                in_ir = issue + (3 if jumps else 2)
+                index += 1
+                continue
             if unit is Unit.SEQ:                       # SYNC, LOOP
                 per_instr.append(InstrTiming(issue, issue, issue))
             else:
@@ -225,18 +247,38 @@ class TimingModel:
             index += 1
 
 
-def _issue_order(instructions, prog_len: int):
-    """(pc, instruction, stops) in issue order, following the LOOPs (sim/isa_loops.py) up to
-    a HALT, an illegal LOOP (``stops``) or the end of ``instructions``."""
+def _waits(instr) -> list[str]:
+    """Units in the wait mask of ``instr``."""
+    return [u.name for u in Unit if u is not Unit.SEQ and instr.values["wait"] >> u.value & 1]
+
+
+def _issue_order(instructions, prog_len: int, config: NpuConfig):
+    """(pc, instruction, stops, taken) in issue order, following the LOOPs (sim/isa_loops.py)
+    and the ALWAYS BRANCHes (conditional ones fall through: there is no data here) up to a
+    HALT, an illegal LOOP or BRANCH, BRANCH_LIMIT (``stops``) or the end of ``instructions``."""
     loops = LoopStack(prog_len)
+    budget = BackwardBudget()
     pc = 0
     while pc < len(instructions):
         instr = instructions[pc]
         is_loop = instr.name == "LOOP"
         if is_loop and loops.illegal(pc, instr.values) is not None:
-            yield pc, instr, True
+            yield pc, instr, True, False
             return
-        yield pc, instr, False
+        if instr.name == "BRANCH":
+            v = instr.values
+            try:
+                check(pc, v, prog_len, loops.active, config)
+                jumps = v["test"] == BranchTest.ALWAYS
+                if jumps:
+                    budget.take(pc, v)
+            except Trap as t:
+                yield pc, instr, "late" if t.code == ErrorCode.BRANCH_LIMIT else True, False
+                return
+            yield pc, instr, False, jumps
+            pc = v["target"] if jumps else pc + 1
+            continue
+        yield pc, instr, False, False
         if instr.name == "HALT":
             return
         pc = loops.enter(pc, instr.values) if is_loop else loops.advance(pc)

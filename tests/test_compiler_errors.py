@@ -79,8 +79,6 @@ def test_rescale_alone_runs_on_the_vector_unit():
     (lambda g: g.main.tensors["x"].__setattr__("dtype", "int16"), TosaError, r"CONV2D at m:conv0: ERROR_IF"),
     (lambda g: g.main.tensors["l0_w"].__setattr__("data", None), InvalidInput, r"l0_w' is read before"),
     # Legal graphs the NPU compiler does not handle.
-    (lambda g: op_named(g, "RESCALE").attrs.__setitem__("rounding_mode", "INEXACT_ROUND"), Unsupported,
-     r"RESCALE at m:rescale0: rounding_mode INEXACT_ROUND"),
     (lambda g: g.main.tensors["x"].__setattr__("shape", (1, -1, 6, 3)), Unsupported,
      r"CONV2D at m:conv0: .*unknown dimensions"),
 ])
@@ -136,9 +134,9 @@ def test_compile_file_and_cli(tmp_path):
     program = compile_file(good, DEFAULT_CONFIG)
     assert program.instructions == compile_graph(chain(), DEFAULT_CONFIG).instructions
     assert main(["compile", str(good), "-o", str(tmp_path / "good.npuprog")]) == 0
-    graph = chain()
-    op_named(graph, "RESCALE").attrs["rounding_mode"] = "INEXACT_ROUND"
-    bad.write_bytes(write_tosa(graph))
+    from vector_graphs import while_loop_graph
+
+    bad.write_bytes(write_tosa(while_loop_graph()))     # legal, not lowered (exit 3)
     assert main(["compile", str(bad), "-o", str(tmp_path / "bad.npuprog")]) == 3
     with pytest.raises(InvalidInput, match="no such file"):
         compile_file(tmp_path / "missing.tosa")

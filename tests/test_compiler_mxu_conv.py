@@ -131,3 +131,28 @@ def test_fully_connected_draft(config, dtype, n, cin, cout, izp, wzp):
     graph.version = (0, 80, 0, True)            # the draft spec (zero points as attributes)
     comp = run_and_compare(graph, g.inputs(rng), CONFIGS[config])
     assert any(isinstance(layer, MxuConvLayer) for layer in comp.layers)
+
+
+@pytest.mark.parametrize("config,dtype,out,per_channel,scale32,double", [
+    ("small", "int16", "int16", True, False, False),      # the 16x8 path: int48 rescaled by VRESCALE
+    ("default", "int16", "int8", False, False, False),   # (int48 input: scale16 only)
+    ("small", "int8", "int16", True, True, True),         # int8 conv, int16 result: not the ACT path
+])
+def test_conv2d_fused_rescale(config, dtype, out, per_channel, scale32, double):
+    rng = np.random.default_rng(len(config) + len(out) + per_channel)
+    g = VecBuilder(rng)
+    cout = 19
+    x = g.input((1, 6, 7, 11), dtype)
+    wt = g.const(rng.integers(-128, 128, (cout, 3, 3, 11)), "int8")
+    b = g.const(rng.integers(-5000, 5000, (cout,)), ACC[dtype])
+    y = g.op("CONV2D", [x, wt, b, g.const([0], dtype), g.const([0], "int8")], (1, 4, 5, cout), ACC[dtype],
+             pad=[0, 0, 0, 0], stride=[1, 1], dilation=[1, 1], acc_type=ACC[dtype].upper())
+    k = cout if per_channel else 1
+    mul = rng.integers(1 << 13, 1 << 15, (k,)) if not scale32 else rng.integers(1 << 29, 1 << 31, (k,))
+    shift = rng.integers(12, 22, (k,)) if not scale32 else rng.integers(30, 40, (k,))
+    z = g.op("RESCALE", [y, g.const(mul, "int16" if not scale32 else "int32"), g.const(shift, "int8"),
+                         g.const([0], ACC[dtype]), g.const([-3 if out == "int8" else 0], out)], (1, 4, 5, cout), out,
+             scale32=scale32, rounding_mode="DOUBLE_ROUND" if double else "SINGLE_ROUND", per_channel=per_channel,
+             input_unsigned=False, output_unsigned=False)
+    comp = _run(g, rng, [z], config)
+    assert len(comp.layers) == 1 and comp.layers[0].rescale is not None     # one layer: VRESCALE from ACC

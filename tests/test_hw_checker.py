@@ -60,10 +60,18 @@ def effective(cfg, name: str, v: dict, offsets: dict) -> dict:
     return out
 
 
-def expected_code(cfg, name: str, v: dict, pc=0, prog_len=1, offsets=None, full=False, loop_end=None) -> ErrorCode:
+def expected_code(cfg, name: str, v: dict, pc=0, prog_len=1, offsets=None, full=False, loop_end=None,
+                  active=False) -> ErrorCode:
     bus = cfg.bus_bytes
     E = ErrorCode
     v = effective(cfg, name, v, offsets or {})
+    if name == "BRANCH":          # isa/instructions.py BRANCH: Errors
+        if v["test"] == 3 or v["target"] >= prog_len or active:
+            return E.ILLEGAL_INSTRUCTION
+        rows = cfg.acc_rows if v["mem"] == 1 else cfg.asram_rows
+        if v["test"] != 0 and v["row"] >= rows:
+            return E.SRAM_OVERFLOW
+        return E.NONE
     if name == "LOOP":
         last = pc + v["body"]
         end = prog_len if loop_end is None else loop_end
@@ -208,6 +216,7 @@ def simulate(cases):
                 ctx.set(dut.offsets[space], c["offsets"].get(space, 0))
             ctx.set(dut.loop_full, c["full"])
             ctx.set(dut.loop_end, prog_len if c["loop_end"] is None else c["loop_end"])
+            ctx.set(dut.loop_active, c.get("active", False))
             out.append(ErrorCode(ctx.get(dut.code)))
             words.append(ctx.get(dut.word_eff))
             oks.append(ctx.get(dut.loop_ok))
@@ -326,3 +335,21 @@ def test_layouts_decode_like_isa_encoding():
             for f, _ in defn.layout():
                 assert int(view[f.name]) == instr.values[f.name], (defn.name, f.name)
     assert BY_NAME["HALT"].opcode == instr_layout("HALT").from_bits(encode_int(make("HALT")))["opcode"]
+
+
+def test_checker_branch_rules():
+    """BRANCH: test 3, a target past the program and an active loop are illegal; the
+    condition row is range-checked except for ALWAYS (random fields, both loop states)."""
+    rng = np.random.default_rng(7)
+    cases, expected = [], []
+    for k in range(300):
+        v = {"target": int(rng.integers(0, 12)), "test": int(rng.integers(0, 4)), "mem": int(rng.integers(0, 2)),
+             "row": int(rng.choice([0, CFG.acc_rows - 1, CFG.acc_rows, CFG.asram_rows - 1, CFG.asram_rows])),
+             "dtype": int(rng.integers(0, 2)), "limit": int(rng.integers(0, 5)), "wait": int(rng.integers(0, 8))}
+        prog_len, active = int(rng.integers(1, 12)), bool(k % 3 == 0)
+        instr = make("BRANCH", **v)
+        cases.append((encode_int(instr), 0, prog_len, {**NO_LOOP, "active": active}))
+        expected.append(expected_code(CFG, "BRANCH", instr.values, prog_len=prog_len, active=active))
+    codes, _, _ = simulate(cases)
+    assert codes == expected
+    assert {ErrorCode.NONE, ErrorCode.ILLEGAL_INSTRUCTION, ErrorCode.SRAM_OVERFLOW} <= set(codes)

@@ -472,10 +472,11 @@ class _Walk:
             if self.block.tensor(op.inputs[0]).dtype != "int8":
                 raise unsupported(op, "int16 input")
             chain = conv_chain(op, self.block, self.consumers)
+            layer: ConvLayer = conv_layer(chain, self.block, self._name("conv"))
         except Unsupported:
-            mxu_conv(self, op)          # not CONV2D -> RESCALE int8: int32/int48 output (passes/mxu_conv.py)
+            # not int8 CONV2D -> RESCALE int8: accumulators out, or the RESCALE from ACC (passes/mxu_conv.py)
+            mxu_conv(self, op)
             return
-        layer: ConvLayer = conv_layer(chain, self.block, self._name("conv"))
         self.done.update(id(o) for o in chain)
         src, pad = layer.input, list(layer.pad)
         while src in self.producers and self.producers[src].op == "PAD":

@@ -28,13 +28,14 @@ import numpy as np
 from isa.instructions import ValuOp, VecType
 from tosa_ir import Operator
 
+from compiler.passes.elementwise import EltLayer, Step
 from compiler.passes.fusion import invalid, unsupported
 
 
 @dataclass
 class MatmulLayer:
-    """``output = MATMUL(a, b)``; ``b_lo`` (int16 mode): the tensor ``b ^ 128`` whose low bytes
-    are the low weight bytes; ``a_zp``/``b_zp`` the zero points."""
+    """``output = MATMUL(a, b)``; int16 mode: ``b_lo``, ``b_hi`` the int8 tensors of B's low
+    bytes (``^ 128``) and high bytes; ``a_zp``/``b_zp`` the zero points."""
 
     name: str
     a: str
@@ -45,6 +46,7 @@ class MatmulLayer:
     a_zp: int = 0
     b_zp: int = 0
     b_lo: str | None = None
+    b_hi: str | None = None
     ops: list[str] = field(default_factory=list)
     location: str = ""
 
@@ -55,7 +57,7 @@ class MatmulLayer:
 
     @property
     def reads(self) -> list[str]:
-        return [self.a, self.b] + ([self.b_lo] if self.b_lo else [])
+        return [self.a, self.b] + ([self.b_lo, self.b_hi] if self.b_lo else [])
 
     @property
     def writes(self) -> list[str]:
@@ -95,9 +97,18 @@ def matmul(b, op: Operator) -> bool:
     layer = MatmulLayer(walk._name("matmul"), x, y, op.outputs[0], (n, h, c, w), wide, azp, bzp,
                         ops=[op.describe()], location=op.location)
     if wide:
-        k = b.const(np.full((1, 1, 1), 128), "int16")
-        layer.b_lo = b.valu(ValuOp.BITWISE_XOR, VecType.INT16, [y, k], [VecType.INT16] * 2, (n, c, w), "int16",
-                            VecType.INT16)
+        # The weight bytes as int8 tensors (word-mode DMA loads their tiles at full rate):
+        # lo = int8((B ^ 128) & 255), hi = int8(B >> 8); each an int16 VALU into ACC, then a
+        # COPY reading the low byte (the narrowing of CAST).
+        for attr, vop, value in (("b_lo", ValuOp.BITWISE_XOR, 128), ("b_hi", ValuOp.ARITHMETIC_RIGHT_SHIFT, 8)):
+            k = b.const(np.full((1, 1, 1), value), "int16")
+            out8 = b.tmp((n, c, w), "int8")
+            steps = [Step("VALU", {"op": vop, "dtype": VecType.INT16, "imm0": 0}, ("in0", "in1"), "x"),
+                     Step("VALU", {"op": ValuOp.COPY, "dtype": VecType.INT8}, ("x",), "out")]
+            b.layer(EltLayer(f"{b.base}.l{b.count}", [y, k], out8, (n, c, w),
+                             {"in0": VecType.INT16, "in1": VecType.INT16, "x": VecType.INT8, "out": VecType.INT8},
+                             {"x": "ACC"}, steps))
+            setattr(layer, attr, out8)
     walk._root(op.outputs[0], (n, h, w), "computed", layout="rows", dtype=out.dtype)
     walk.flow.layers.append(layer)
     return True

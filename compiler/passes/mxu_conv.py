@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from isa.instructions import VecType
 from tosa_ir import Block, Operator
 
 from compiler.passes.fusion import _ints, invalid, scalar_input, unsupported
@@ -64,6 +65,10 @@ class MxuConvLayer:
     depth: list[list[tuple[int, int]]]
     ops: list[str] = field(default_factory=list)
     location: str = ""
+    # A fused RESCALE of the accumulators (VRESCALE straight from ACC): its VRESCALE fields
+    # (types, zero points, rounding) and [multiplier, shift] per output channel.
+    rescale: dict | None = None
+    rescale_params: np.ndarray | None = None
 
     @property
     def macs(self) -> int:
@@ -152,6 +157,41 @@ def mxu_conv(walk, op: Operator) -> None:
     with a view (bricks or rows), the output a rows tensor."""
     layer = mxu_conv_layer(op, walk.block, walk._name("mxconv"))
     layer.input = walk._require_vec(op, layer.input)
-    out = walk.block.tensor(op.outputs[0])
-    walk._root(op.outputs[0], tuple(out.shape), "computed", layout="rows", dtype=out.dtype)
+    rescale = _fusable_rescale(walk, op)
+    if rescale is not None:
+        from compiler.passes.elementwise import elementwise_layer
+
+        elt = elementwise_layer(rescale, walk.block, layer.name)
+        oc = layer.out_shape[-1]
+        layer.rescale = dict(elt.steps[0].fields)
+        layer.rescale_params = np.stack([np.broadcast_to(np.asarray(r, np.int64).reshape(-1), (oc,))
+                                         for r in elt.params])
+        layer.output = rescale.outputs[0]
+        layer.ops.append(rescale.describe())
+        walk.done.add(id(rescale))
+        walk._vector_output(layer.output)       # rows, or bricks for an int8 conv reading it
+    else:
+        out = walk.block.tensor(op.outputs[0])
+        walk._root(op.outputs[0], tuple(out.shape), "computed", layout="rows", dtype=out.dtype)
     walk.flow.layers.append(layer)
+
+
+def _fusable_rescale(walk, op: Operator) -> Operator | None:
+    """The RESCALE that is the only reader of ``op``'s accumulators (not a graph output), if
+    it reads them with input zero point 0 (the spec's rule for int32/int48 inputs)."""
+    name = op.outputs[0]
+    users = walk.consumers.get(name, [])
+    if len(users) != 1 or users[0].op != "RESCALE" or users[0].inputs[0] != name or \
+            name in walk.block.outputs:
+        return None
+    from compiler.passes.elementwise import elementwise_layer
+
+    try:
+        elt = elementwise_layer(users[0], walk.block, "probe")
+    except Exception:       # an unusual or illegal RESCALE: left to its own layer (and its checks)
+        return None
+    fields = elt.steps[0].fields
+    if len(elt.steps) != 1 or elt.steps[0].name != "VRESCALE" or fields.get("in_zp", 0) != 0 or \
+            fields["in_type"] not in (VecType.INT32, VecType.INT48):
+        return None
+    return users[0]

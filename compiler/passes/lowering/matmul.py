@@ -5,7 +5,7 @@ Per batch ``n`` and tile of ``ht`` rows of A (``h0 ..``):
 1. one DMA_LOAD of the tile's rows of A into ASRAM (``[h][c block][P]`` rows; P = 2 for int16);
 2. per ``w`` block of ``L`` output columns: per ``c`` block one weight tile (a DMA_LOAD of
    ``R`` rows of B into WSRAM, rows past ``C`` padded with ``B_zp``; int16: two tiles, the low
-   and high bytes of B by element-mode DMA) and one MATMUL per tile streaming the ``ht``
+   and high bytes of B, int8 tensors of their own) and one MATMUL per tile streaming the ``ht``
    input vectors, accumulating over the ``c`` blocks in ACC;
 3. int32: VALU COPY of the accumulators into ASRAM and a DMA_STORE of the ``ht x L`` int32
    results; int48: ``256 * H + Lo`` on the row pairs (compiler/passes/matmul.py) by int32
@@ -68,6 +68,7 @@ def lower_matmul(layer: MatmulLayer, flow, ext: ExtPlan, config: NpuConfig, inde
     a = tensor_array(flow, ext, layer.a, L)
     b = tensor_array(flow, ext, layer.b, L)
     lo = tensor_array(flow, ext, layer.b_lo, L) if layer.b_lo else None
+    hi = tensor_array(flow, ext, layer.b_hi, L) if layer.b_hi else None
     out = tensor_array(flow, ext, layer.output, L)
     cblocks, wblocks = ceil_div(c_, R), ceil_div(w_, L)
     o_rows = 4 * (2 if layer.wide else 1)           # ASRAM rows of one output row's staging
@@ -100,17 +101,14 @@ def lower_matmul(layer: MatmulLayer, flow, ext: ExtPlan, config: NpuConfig, inde
                 acc = slot * ht * acc_per
                 for cb in range(cblocks):
                     rc = min(R, c_ - cb * R)
-                    off = n * b.strides[0] + cb * R * b.strides[1] + wb * b.vbytes
-                    tiles = [(b.addr + off, layer.b_zp, layer.b_zp, acc)] if not layer.wide else \
-                        [(lo.addr + off, 0x80, -128, acc), (b.addr + off + 1, 0, 0, acc + 2 * ht)]
-                    for ext_addr, pad, wzp, acc_addr in tiles:
+                    tiles = [(b, layer.b_zp, layer.b_zp, acc)] if not layer.wide else \
+                        [(lo, 0x80, -128, acc), (hi, 0, 0, acc + 2 * ht)]
+                    for t, pad, wzp, acc_addr in tiles:
                         wslot = (wstep % W_SLOTS) * R
                         wstep += 1
-                        dma = dict(len0=1, len1=rc, stride1=b.strides[1], len2=1, pad_a1=R - rc,
-                                   pad_value=pad & 0xFF)
-                        if layer.wide:      # the low or high byte of each int16 element
-                            dma.update(len0=L, elem=1, stride0=2)
-                        op("DMA_LOAD", sram=Sram.WSRAM, sram_addr=wslot, ext_addr=ext_addr, **dma)
+                        op("DMA_LOAD", sram=Sram.WSRAM, sram_addr=wslot,
+                           ext_addr=t.addr + n * t.strides[0] + cb * R * t.strides[1] + wb * t.vbytes, len0=1,
+                           len1=rc, stride1=t.strides[1], len2=1, pad_a1=R - rc, pad_value=pad & 0xFF)
                         op("MATMUL", a_addr=aslot + cb * P, a_stride0=cblocks * P, n0=rows, a_stride1=0, n1=1,
                            w_addr=wslot, acc_addr=acc_addr, accumulate=int(cb > 0), a_zp=layer.a_zp, w_zp=wzp,
                            a_type=int(layer.wide), w_type=0)

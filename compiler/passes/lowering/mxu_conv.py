@@ -29,6 +29,7 @@ import numpy as np
 from isa import matmul
 from isa.config import NpuConfig
 from isa.instructions import Sram, ValuOp, VecDst, VecMem, VecType
+from isa.vector import DTYPE_BITS
 from tosa_ir.errors import Unsupported
 
 from compiler.ops import Op, new_op
@@ -60,13 +61,13 @@ def _blocks(layer: MxuConvLayer, config: NpuConfig) -> tuple[int, int]:
 
 
 def mxu_conv_constants(layer: MxuConvLayer, config: NpuConfig) -> dict[str, bytes]:
-    """Weight tiles ``[tap][cb][ob]`` (R x COLS int8 each) and bias rows (int32 lanes)."""
+    """Weight tiles ``[ob][tap][cb]`` (R x COLS int8 each) and bias rows (int32 lanes)."""
     R, C = config.array_rows, config.array_cols
     cblocks, oblocks = _blocks(layer, config)
     kd, kh, kw, ic, oc = layer.weights.shape
     full = np.full((kd * kh * kw, cblocks * R, oblocks * C), layer.weight_zp, np.int64)
     full[:, :ic, :oc] = layer.weights.reshape(kd * kh * kw, ic, oc)
-    tiles = full.reshape(kd * kh * kw, cblocks, R, oblocks, C).transpose(0, 1, 3, 2, 4)
+    tiles = full.reshape(kd * kh * kw, cblocks, R, oblocks, C).transpose(3, 0, 1, 2, 4)    # [ob][tap][cb]
     bias = np.zeros(oblocks * C, np.int64)
     bias[:oc] = layer.bias
     bias = bias.reshape(oblocks, C)
@@ -75,6 +76,11 @@ def mxu_conv_constants(layer: MxuConvLayer, config: NpuConfig) -> dict[str, byte
         rows = rows.reshape(2 * oblocks, C)
     else:
         rows = bias.astype(np.int32)
+    if layer.rescale_params is not None:    # then a (multiplier, shift) row pair per ob
+        params = np.zeros((2, oblocks * C), np.int64)
+        params[:, :oc] = layer.rescale_params
+        params = params.reshape(2, oblocks, C).transpose(1, 0, 2).reshape(2 * oblocks, C)
+        rows = np.concatenate([rows.astype(np.int64), params])
     w_name, b_name = _names(layer)
     if layer.int4:      # row-major R x COLS nibbles per tile, two per byte, low nibble first
         nib = (tiles.reshape(-1, 2) & 0xF).astype(np.uint8)
@@ -93,11 +99,15 @@ def lower_mxu_conv(layer: MxuConvLayer, flow, ext: ExtPlan, config: NpuConfig, i
     ntaps = kd * kh * kw
     P = 2 if layer.wide else 1
     t_rows = matmul.tile_rows(R, int(layer.int4))
-    w_rows = ntaps * cblocks * oblocks * t_rows
-    if w_rows > config.wsram_rows:
-        raise Unsupported(f"{layer.where()}: {w_rows} WSRAM rows of weights; the NPU has {config.wsram_rows} "
-                          f"(streaming weight tiles is not implemented for wide-output convolutions)")
-    p_rows = P * oblocks
+    group = ntaps * cblocks * t_rows                # WSRAM rows of one output block's tiles
+    w_rows = oblocks * group
+    # All weights resident when they fit; else each output block's tiles are loaded for every
+    # output tile, alternating between two WSRAM slots.
+    resident = w_rows <= config.wsram_rows
+    if not resident and 2 * group > config.wsram_rows:
+        raise Unsupported(f"{layer.where()}: the weights of one output-channel block ({group} WSRAM rows) do "
+                          f"not fit twice in WSRAM ({config.wsram_rows} rows)")
+    p_rows = P * oblocks + (2 * oblocks if layer.rescale else 0)
     if p_rows > config.psram_rows:
         raise Unsupported(f"{layer.where()}: {p_rows} bias rows do not fit PSRAM")
     src = tensor_array(flow, ext, layer.input, L)
@@ -108,7 +118,11 @@ def lower_mxu_conv(layer: MxuConvLayer, flow, ext: ExtPlan, config: NpuConfig, i
               [a.strides[0], 0, *a.strides[1:]] for a in (src, out))
     n_, _, ih, iw, _ = layer.in_shape
     _, od_, _, _, _ = layer.out_shape
-    o_words = 4 * (2 if layer.wide else 1)       # ASRAM rows of one staged output vector
+    if layer.rescale:       # ASRAM rows of one staged output vector
+        o_vec = DTYPE_BITS[layer.rescale["out_type"]] // 8
+        o_words = o_vec
+    else:
+        o_words = 4 * (2 if layer.wide else 1)
     asram = min(config.asram_rows, VEC_ROWS)
     pad_byte = layer.input_zp & 0xFF
     w_name, b_name = _names(layer)
@@ -119,7 +133,8 @@ def lower_mxu_conv(layer: MxuConvLayer, flow, ext: ExtPlan, config: NpuConfig, i
         ops.append(o)
         return o
 
-    op("DMA_LOAD", sram=Sram.WSRAM, sram_addr=0, ext_addr=ext.constants[w_name], len0=w_rows, len1=1, len2=1)
+    if resident:
+        op("DMA_LOAD", sram=Sram.WSRAM, sram_addr=0, ext_addr=ext.constants[w_name], len0=w_rows, len1=1, len2=1)
     op("DMA_LOAD", sram=Sram.PSRAM, sram_addr=0, ext_addr=ext.constants[b_name],
        len0=p_rows * config.words_per_wide_row, len1=1, len2=1)
     max_planes = max(len(d) for d in layer.depth)
@@ -173,6 +188,10 @@ def lower_mxu_conv(layer: MxuConvLayer, flow, ext: ExtPlan, config: NpuConfig, i
                     # two ACC regions, one output block each: the next block's MATMULs run while
                     # the VPU empties the previous one
                     acc = (ob % 2) * tr * tc * P
+                    w_base = ob * group if resident else (ob % 2) * group
+                    if not resident:
+                        op("DMA_LOAD", sram=Sram.WSRAM, sram_addr=w_base, ext_addr=ext.constants[w_name] + ob * group * L,
+                           len0=group, len1=1, len2=1)
                     # 2. bias, then the taps
                     # (int48: the low then the high word rows, PSRAM rows P*ob + k)
                     op("VALU", op=ValuOp.COPY, dtype=VecType.INT32, n0=rr * cc, n1=P, a_mem=VecMem.PSRAM,
@@ -185,17 +204,23 @@ def lower_mxu_conv(layer: MxuConvLayer, flow, ext: ExtPlan, config: NpuConfig, i
                         row0 = j0 * ph_y.s + yoff - y_lo
                         col0 = i0 * ph_x.s + xoff - x_lo
                         op("MATMUL", a_addr=base + (row0 * ww + col0) * pw, a_stride0=ph_x.s * pw, n0=cc,
-                           a_stride1=ph_y.s * ww * pw, n1=rr, w_addr=((tap * cblocks + cb) * oblocks + ob) * t_rows,
+                           a_stride1=ph_y.s * ww * pw, n1=rr, w_addr=w_base + (tap * cblocks + cb) * t_rows,
                            acc_addr=acc, accumulate=1, a_zp=layer.input_zp, w_zp=layer.weight_zp,
                            a_type=int(layer.wide), w_type=int(layer.int4))
                     # 3. out through ASRAM
                     o_base = 2 * a_size + (ob % 2) * tr * tc * o_words
                     dst = (out.addr + n * so[0] + od * so[1] + (ph_y.o0 + j0 * ph_y.step) * so[2]
                            + (ph_x.o0 + i0 * ph_x.step) * so[3] + ob * so[4])
+                    lines = dict(len1=cc, stride1=ph_x.step * so[3], len2=rr, stride2=ph_y.step * so[2])
+                    if layer.rescale:       # the fused RESCALE, straight from the accumulators
+                        op("VRESCALE", **layer.rescale, n0=rr * cc, n1=1, a_mem=VecMem.ACC, a_addr=acc,
+                           a_stride0=P, d_mem=VecDst.ASRAM, d_addr=o_base, d_stride0=o_vec,
+                           param_addr=P * oblocks + 2 * ob)
+                        op("DMA_STORE", sram=Sram.ASRAM, sram_addr=o_base, ext_addr=dst, len0=o_vec, **lines)
+                        continue
                     op("VALU", op=ValuOp.COPY, dtype=VecType.INT32, n0=rr * cc, n1=P, a_mem=VecMem.ACC, a_addr=acc,
                        a_stride0=P, a_stride1=1, d_mem=VecDst.ASRAM, d_addr=o_base, d_stride0=4,
                        d_stride1=4 * tr * tc)
-                    lines = dict(len1=cc, stride1=ph_x.step * so[3], len2=rr, stride2=ph_y.step * so[2])
                     if not layer.wide:
                         op("DMA_STORE", sram=Sram.ASRAM, sram_addr=o_base, ext_addr=dst, len0=4, **lines)
                     else:

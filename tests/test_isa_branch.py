@@ -1,0 +1,149 @@
+"""BRANCH in the ISA simulator (sim/isa_sim.py) and the cycle model (sim/npu_timing.py).
+
+Oracles: the values the programs of cocotb_tests/branch_programs.py compute, worked out by
+hand (closed forms); hand-counted cycles from the timing rules; the ISA doc's error rules.
+The RTL agrees with all of this cycle for cycle (cocotb_tests/test_rtl_branch.py).
+"""
+import numpy as np
+import pytest
+
+from isa import SMALL_CONFIG, ErrorCode
+from isa.asm import assemble
+from isa.instructions import INSTR_BYTES
+from isa.program import Program
+from sim.isa_sim import IsaSim
+from sim.npu_timing import TimingModel
+
+from cocotb_tests import branch_programs as bp
+
+CFG = SMALL_CONFIG
+
+
+def run(instrs, mem, cfg=CFG):
+    return IsaSim(cfg, check_hazards=True).run(Program(cfg, instrs), mem)
+
+
+@pytest.mark.parametrize("n", [0, 1, 2, 5, 9])
+def test_while_countdown_int8(n):
+    instrs, mem, want = bp.countdown_int8(n)
+    r = run(instrs, mem)
+    assert r.ok, r.error_message
+    assert bytes(r.memory[bp.OUT:bp.OUT + 12]) == want["out"]
+    assert r.hazards == []
+    # per iteration: BRANCH, 3 VALU, BRANCH; plus DMA, the final test, store, HALT
+    assert r.instructions_executed == 5 * n + 4
+
+
+@pytest.mark.parametrize("n,dtype,step,iterations", [
+    (300, "INT32", 1, 300), (300, "INT8", 1, 44), (-12, "INT32", -3, 4), (1, "INT32", 1, 1)])
+def test_do_while_acc(n, dtype, step, iterations):
+    instrs, mem, want = bp.countdown_acc(n, dtype, step=step)
+    assert want["iterations"] == iterations
+    r = run(instrs, mem)
+    assert r.ok, r.error_message
+    assert bytes(r.memory[bp.OUT:bp.OUT + len(want["out"])]) == want["out"]
+    assert r.hazards == []
+
+
+@pytest.mark.parametrize("flag", [0, 1, 255])
+def test_branches_next_to_loops(flag):
+    instrs, mem, want = bp.with_loops(flag)
+    r = run(instrs, mem)
+    assert r.ok, r.error_message
+    assert bytes(r.memory[bp.OUT:bp.OUT + 4]) == want["out"]
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_random_forward_branches(seed):
+    instrs, mem, want = bp.forward_chain(np.random.default_rng(40 + seed))
+    r = run(instrs, mem)
+    assert r.ok, r.error_message
+    assert bytes(r.memory[bp.OUT:bp.OUT + CFG.bus_bytes]) == want["out"]
+    assert r.hazards == []
+
+
+@pytest.mark.parametrize("name", sorted(bp.ERROR_CASES))
+def test_errors(name):
+    instrs, mem, code, stop_pc = bp.error_case(name, CFG)
+    r = run(instrs, mem)
+    assert (r.error_code.name, r.stop_pc) == (code, stop_pc), r.error_message
+    # the MATMUL before the failure completed: the stop waits for it
+    matmul_end = r.timing.per_instruction[1].end
+    assert r.cycles > matmul_end
+
+
+def test_limit_counts_all_backward_branches():
+    """``limit`` bounds the run's total of taken backward branches (as the reference
+    interpreter's budget counts every WHILE_LOOP): 3 + 3 pass a limit of 6, not of 5."""
+    for limit, code in ((6, ErrorCode.NONE), (5, ErrorCode.BRANCH_LIMIT)):
+        text = f"""
+            DMA_LOAD sram=ASRAM ext_addr={bp.DATA} len0=2 len1=1 len2=1
+            VALU wait=DMA op=COPY dtype=INT8 n0=1 n1=1 a_mem=ASRAM a_addr=0 d_mem=ASRAM d_addr=5
+            VALU wait=VPU op=SUB dtype=INT8 n0=1 n1=1 a_mem=ASRAM a_addr=5 b_mem=ASRAM b_addr=1 d_mem=ASRAM d_addr=5
+            BRANCH wait=VPU target=2 test=NONZERO row=5 limit={limit}
+            VALU op=COPY dtype=INT8 n0=1 n1=1 a_mem=ASRAM a_addr=0 d_mem=ASRAM d_addr=5
+            VALU wait=VPU op=SUB dtype=INT8 n0=1 n1=1 a_mem=ASRAM a_addr=5 b_mem=ASRAM b_addr=1 d_mem=ASRAM d_addr=5
+            BRANCH wait=VPU target=5 test=NONZERO row=5 limit={limit}
+            HALT
+        """
+        instrs = assemble(text)
+        r = run(instrs, bp.image(instrs, bytes([4, 0, 0, 0, 1, 1, 1, 1])))
+        assert r.error_code == code
+        if code != ErrorCode.NONE:
+            assert r.stop_pc == 6
+
+
+def _boot(n):
+    return n * INSTR_BYTES // CFG.bus_bytes + CFG.mem_latency
+
+
+def test_cycles_taken_and_not_taken():
+    """Hand-counted: instruction 0 enters IR at boot + 2; a BRANCH reads at that cycle,
+    issues one later; taken: its target enters IR two cycles after the issue, else one.
+    HALT stops when it is in IR (all idle); CYCLES = stop + 1."""
+    r0 = _boot(3)
+    taken = assemble("BRANCH target=2 test=ALWAYS\nHALT\nHALT")
+    r = run(taken, bp.image(taken, b""))
+    assert (r.ok, r.stop_pc, r.cycles) == (True, 2, r0 + 2 + 1 + 2 + 1)
+    not_taken = assemble("BRANCH target=2 test=NONZERO row=3\nHALT\nHALT")      # row 3 is 0
+    r = run(not_taken, bp.image(not_taken, b""))
+    assert (r.ok, r.stop_pc, r.cycles) == (True, 1, r0 + 2 + 1 + 1 + 1)
+    # a branch waiting for a DMA reads the cycle the DMA is idle: DMA_LOAD of 1 word issues
+    # at r0+2, busy r0+3 .. r0+3+L; the BRANCH (in IR at r0+3) reads at r0+4+L.
+    waiting = assemble(f"DMA_LOAD ext_addr={bp.DATA} len0=1 len1=1 len2=1\n"
+                       "BRANCH wait=DMA target=3 test=ZERO row=0\nHALT\nHALT")
+    r = run(waiting, bp.image(waiting, bytes(4)))
+    r0 = _boot(4)
+    assert (r.ok, r.stop_pc) == (True, 3)
+    assert r.cycles == (r0 + 4 + CFG.mem_latency) + 1 + 2 + 1
+
+
+def test_limit_stop_cycles():
+    """BRANCH_LIMIT stops after the condition read: one cycle after the BRANCH could issue."""
+    instrs = assemble("BRANCH target=0 test=ALWAYS limit=0\nHALT")
+    r = run(instrs, bp.image(instrs, b""))
+    assert (r.error_code, r.stop_pc) == (ErrorCode.BRANCH_LIMIT, 0)
+    assert r.cycles == _boot(2) + 2 + 1 + 1
+
+
+def test_static_timing_follows_always_branches():
+    """TimingModel.run (no data: the compiler's cost model) takes ALWAYS branches, never
+    conditional ones, and applies the limit."""
+    instrs = assemble("SYNC\nBRANCH target=0 test=ALWAYS limit=2\nHALT")
+    t = TimingModel(CFG).run(instrs)
+    assert [p for p in t.pcs] == [0, 1, 0, 1, 0, 1]          # the third jump fails
+    r = run(instrs, bp.image(instrs, b""))
+    assert (r.error_code, r.cycles) == (ErrorCode.BRANCH_LIMIT, t.total_cycles)
+    cond = assemble("BRANCH target=0 test=NONZERO row=0 limit=2\nHALT")
+    assert TimingModel(CFG).run(cond).pcs == [0, 1]
+
+
+def test_hazard_checker_sees_the_condition_read():
+    """A BRANCH whose wait mask omits the VALU producing its condition is a RAW hazard."""
+    instrs = assemble(f"""
+        VALU op=COPY dtype=INT8 n0=1 n1=1 a_mem=ASRAM a_addr=0 d_mem=ASRAM d_addr=1
+        BRANCH target=3 test=ZERO row=1
+        HALT
+        HALT""")
+    r = run(instrs, bp.image(instrs, b""))
+    assert [(h.kind, h.memory) for h in r.hazards] == [("RAW", "ASRAM")]
