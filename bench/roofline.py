@@ -16,8 +16,10 @@ first layer also pays the program boot).  The rows add up to the total.
 
 Roofline.  ``bound = max(MACs / MACs-per-cycle, bytes / bus bytes per cycle)`` per layer,
 ``bytes`` being the least external traffic: every weight (int8) and bias (int32) read
-once, the input read once and the output written once, at their graph sizes (int8).
-Layers the compiler adds (``conv0.pack``: tap packing) have no bound of their own.
+once, the input read once and the output written once, at their graph sizes.  Layers the
+compiler adds (``conv0.pack``: tap packing) have no bound of their own.  The attribution
+and the bound are compiler/estimate.py's (``estimate_compilation``), so `npu estimate` and
+this benchmark agree row for row.
 
 Plot.  Next to each model's CSV, ``roofline_<model>.svg``: one bar per layer, cycles
 against the bound, utilisation and cycles/bound written beside (compiler/report_plot.py).
@@ -51,63 +53,17 @@ class LayerRow:
     instructions: int
 
 
-def minimal_bytes(layer) -> int:
-    """Least external traffic of ``layer`` (see the module docstring)."""
-    from compiler.ir import ConvLayer
-    from compiler.passes.tap_packing import RepackLayer
-
-    if isinstance(layer, RepackLayer):
-        return 0
-    layer = getattr(layer, "original", None) or layer      # tap packing: the graph's layer
-    sizes = [int(np.prod(layer.in_shape)), int(np.prod(layer.out_shape))] if hasattr(layer, "in_shape") else []
-    if isinstance(layer, ConvLayer):
-        sizes.append(int(layer.weights.size))
-        sizes.append(4 * int(layer.bias.size))
-    return sum(sizes)
-
-
 def layer_rows(comp, config: NpuConfig) -> tuple[list[LayerRow], int]:
-    """Per-layer rows of a compilation (see the module docstring) and the total cycles."""
-    from collections import Counter
+    """Per-layer rows of a compilation and the total cycles: compiler/estimate.py's
+    per-layer attribution and roofline bound (one definition of both), with the graph
+    tensor each layer writes."""
+    from compiler.estimate import estimate_compilation
 
-    from sim.npu_timing import TimingModel
-
-    ops = comp.program_ops
-    timing = TimingModel(config).run([op.instr for op in ops])
-    n = len(comp.layers)
-    end = [0] * n
-    read, written = [0] * n, [0] * n
-    for pc, t in zip(timing.pcs, timing.per_instruction):
-        if pc is None or ops[pc].instr.name == "HALT":
-            continue
-        i = ops[pc].layer
-        end[i] = max(end[i], int(t.end) + 1)
-        v = ops[pc].instr.values
-        if ops[pc].instr.name in ("DMA_LOAD", "DMA_STORE"):
-            data = _dma_bytes(v, config)
-            if ops[pc].instr.name == "DMA_LOAD":
-                read[i] += data
-            else:
-                written[i] += data
-    static = Counter(op.layer for op in ops if op.instr.name != "HALT")
-    rows, done = [], 0
-    for i, layer in enumerate(comp.layers):
-        finish = max(done, end[i])
-        bound = max(-(-layer.macs // config.macs_per_cycle), -(-minimal_bytes(layer) // config.bus_bytes))
-        output = layer.writes[0] if getattr(layer, "writes", None) else ""
-        rows.append(LayerRow(layer.name, output, type(layer).__name__, finish - done, layer.macs, read[i], written[i],
-                             bound, static[i]))
-        done = finish
-    total = int(timing.total_cycles)
-    rows[-1].cycles += total - done          # the HALT's cycles
-    return rows, total
-
-
-def _dma_bytes(v: dict, config: NpuConfig) -> int:
-    """External bytes a DMA instruction moves (padding excluded)."""
-    count = v["len0"] * v["len1"] * v["len2"]
-    elem = v.get("elem", 0)
-    return count * (elem if elem else config.bus_bytes)
+    est = estimate_compilation(comp)
+    rows = [LayerRow(e.name, layer.writes[0] if getattr(layer, "writes", None) else "", type(layer).__name__,
+                     e.cycles, e.macs, e.bytes_read, e.bytes_written, e.bound, sum(e.instructions.values()))
+            for e, layer in zip(est.layers, comp.layers)]
+    return rows, est.total_cycles
 
 
 def models(with_alexnet: bool = True) -> list[tuple[str, Path, Path]]:
