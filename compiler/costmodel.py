@@ -53,4 +53,6 @@ def instr_timing(instr: Instruction, config: NpuConfig) -> tuple[int, int]:
     if instr.name in ("DMA_LOAD", "DMA_STORE", "ACT", "VRESCALE", "VALU", "VPOOL", "TABLE"):
         cycles = _model(config).duration(instr)
         return (cycles + 1, cycles + 1) if cycles else (1, 0)
+    if instr.name == "BRANCH":      # condition read, then issue (a taken one refetches: +1)
+        return 2, 0
     return 1, 0

@@ -103,6 +103,10 @@ def compile_graph(graph: Graph, config: NpuConfig = DEFAULT_CONFIG, loops: bool 
     tosa_ir.errors.InvalidInput
         An illegal graph.
     """
+    from compiler.passes.control_link import compile_linked, needs_linking
+
+    if needs_linking(graph):        # WHILE_LOOP, big COND_IF: pieces linked with BRANCHes
+        return compile_linked(graph, config, loops)
     return run_pipeline(graph, config, loops).program
 
 

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from isa import dma, matmul
 from isa.config import NpuConfig
 from isa.encoding import Instruction, make
-from isa.instructions import Sram, TableMode, Unit, VecMem
+from isa.instructions import BranchTest, Sram, TableMode, Unit, VecDst, VecMem
 from isa.vector import PARAM_ROWS, operands, table_rows
 
 from compiler.costmodel import instr_timing
@@ -80,6 +80,8 @@ def footprint(instr: Instruction, config: NpuConfig) -> tuple[list[Access], list
         return reads, [("ASRAM", v["dst_addr"], v["dst_addr"] + v["count"])]
     if name in VECTOR_OPS:
         return _vector_footprint(name, v, config)
+    if name == "BRANCH" and v["test"] != BranchTest.ALWAYS:      # the condition row
+        return [("ACC" if v["mem"] == VecDst.ACC else "ASRAM", v["row"], v["row"] + 1)], []
     return [], []
 
 

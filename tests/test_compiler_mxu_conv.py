@@ -156,3 +156,63 @@ def test_conv2d_fused_rescale(config, dtype, out, per_channel, scale32, double):
              input_unsigned=False, output_unsigned=False)
     comp = _run(g, rng, [z], config)
     assert len(comp.layers) == 1 and comp.layers[0].rescale is not None     # one layer: VRESCALE from ACC
+
+
+def test_int16_conv_feeds_int8_conv():
+    """16x8 conv -> RESCALE to int8 (fused, written as bricks) -> the int8 fused conv path."""
+    rng = np.random.default_rng(11)
+    g = VecBuilder(rng)
+    x = g.input((1, 7, 6, 9), "int16")
+    w1 = g.const(rng.integers(-128, 128, (20, 3, 3, 9)), "int8")
+    y = g.op("CONV2D", [x, w1, g.const(rng.integers(-1000, 1000, (20,)), "int48"), g.const([0], "int16"),
+                        g.const([0], "int8")], (1, 5, 4, 20), "int48", pad=[0, 0, 0, 0], stride=[1, 1],
+             dilation=[1, 1], acc_type="INT48")
+    z = g.op("RESCALE", [y, g.const([1 << 14], "int16"), g.const([22], "int8"), g.const([0], "int48"),
+                         g.const([-5], "int8")], (1, 5, 4, 20), "int8", scale32=False, rounding_mode="SINGLE_ROUND",
+             per_channel=False, input_unsigned=False, output_unsigned=False)
+    w2 = g.const(rng.integers(-128, 128, (6, 3, 3, 20)), "int8")
+    y2 = g.op("CONV2D", [z, w2, g.const(rng.integers(-1000, 1000, (6,)), "int32"), g.const([-5], "int8"),
+                         g.const([0], "int8")], (1, 5, 4, 6), "int32", pad=[1, 1, 1, 1], stride=[1, 1],
+              dilation=[1, 1], acc_type="INT32")
+    z2 = g.op("RESCALE", [y2, g.const([1 << 30], "int32"), g.const([38], "int8"), g.const([0], "int32"),
+                          g.const([3], "int8")], (1, 5, 4, 6), "int8", scale32=True, rounding_mode="DOUBLE_ROUND",
+              per_channel=False, input_unsigned=False, output_unsigned=False)
+    comp = _run(g, rng, [z2], "small")
+    assert [type(layer).__name__ for layer in comp.layers] == ["MxuConvLayer", "ConvLayer"]
+    assert comp.flow.root_of(z).layout == "brick"
+
+
+def _random_case(rng):
+    """A random CONV2D / TRANSPOSE_CONV2D / CONV3D (int8 or int16, zero points, padding,
+    strides, dilations, partial channel blocks) as (builder, output)."""
+    kind = rng.choice(["CONV2D", "TRANSPOSE_CONV2D", "CONV3D"])
+    dt = str(rng.choice(["int8", "int16"]))
+    izp, wzp = (int(rng.integers(-128, 128)), int(rng.integers(-128, 128))) if dt == "int8" else (0, 0)
+    g = VecBuilder(rng)
+    ci, co = (int(v) for v in rng.integers(1, 25, 2))
+    rank = 3 if kind == "CONV3D" else 2
+    if kind == "TRANSPOSE_CONV2D":
+        k, s = [int(v) for v in rng.integers(1, 5, 2)], [int(v) for v in rng.integers(1, 4, 2)]
+        out_pad = [int(rng.integers(-k[i // 2] + 1, 3)) for i in range(4)]
+        size = [int(v) for v in rng.integers(2, 8, 2)]
+        out = [(size[i] - 1) * s[i] + out_pad[2 * i] + out_pad[2 * i + 1] + k[i] for i in range(2)]
+        attrs = dict(out_pad=out_pad, stride=s)
+    else:
+        k, s, d = ([int(v) for v in rng.integers(1, 4 - (rank == 3), rank)] for _ in range(3))
+        pad = [int(rng.integers(0, k[i // 2])) for i in range(2 * rank)]
+        size = [next(v for v in range(3, 40) if (v - 1 + pad[2 * i] + pad[2 * i + 1] - (k[i] - 1) * d[i]) % s[i] == 0
+                     and v - 1 + pad[2 * i] + pad[2 * i + 1] >= (k[i] - 1) * d[i]) for i in range(rank)]
+        out = [(size[i] - 1 + pad[2 * i] + pad[2 * i + 1] - (k[i] - 1) * d[i]) // s[i] + 1 for i in range(rank)]
+        attrs = dict(pad=pad, stride=s, dilation=d)
+    x = g.input((1, *size, ci), dt)
+    wt = g.const(rng.integers(-128, 128, (co, *k, ci)), "int8")
+    b = g.const(rng.integers(-9999, 9999, (co,)), ACC[dt])
+    return g, g.op(kind, [x, wt, b, g.const([izp], dt), g.const([wzp], "int8")], (1, *out, co), ACC[dt],
+                   acc_type=ACC[dt].upper(), **attrs)
+
+
+def test_random_shapes():
+    for seed in range(40):
+        rng = np.random.default_rng(1000 + seed)
+        g, y = _random_case(rng)
+        _run(g, rng, [y], "default")

@@ -63,6 +63,8 @@ def compress_loops(ops: list[Op], config: NpuConfig, max_depth: int = LOOP_DEPTH
     from compiler.passes.lowering.fully_connected import FixedOp
     from compiler.passes.schedule import _runs
 
+    if any(op.instr.name == "BRANCH" for op in ops):
+        return _compress_between_branches(ops, config, max_depth)
     if any(isinstance(op, FixedOp) for op in ops):
         return [op for fixed, run in _runs(ops, FixedOp)
                 for op in (run if fixed else compress_loops(run, config, max_depth))]
@@ -75,6 +77,37 @@ def compress_loops(ops: list[Op], config: NpuConfig, max_depth: int = LOOP_DEPTH
     items = [_leaf(op, config, intern) for op in ops]
     items = _compress(items, max_depth, intern)
     return [op for item in items for op in item.ops]
+
+
+def _compress_between_branches(ops: list[Op], config: NpuConfig, max_depth: int) -> list[Op]:
+    """Compress the runs between BRANCHes apart (a LOOP never contains or spans a branch: the
+    ISA forbids branching with a loop active) and move the branch targets, which must start
+    a run (compiler/passes/schedule.py ``run_starts``), to where their runs now start."""
+    from compiler.passes.schedule import BARRIERS, run_starts
+
+    out: list[Op] = []
+    moved: dict[int, int] = {}
+    start = 0
+    for i, op in enumerate(ops + [None]):
+        if op is not None and op.instr.name not in BARRIERS:
+            continue
+        moved[start] = len(out)
+        out += compress_loops(ops[start:i], config, max_depth) if i > start else []
+        moved[i] = len(out)
+        if op is not None:
+            out.append(op)
+            start = i + 1
+    moved[len(ops)] = len(out)
+    starts = run_starts(ops)
+    for k, op in enumerate(out):
+        if op.instr.name == "BRANCH":
+            target = op.instr.values["target"]
+            if target not in starts:
+                raise AssertionError(f"BRANCH target {target} is inside a compressed run")
+            values = {**op.instr.values, "target": moved[target]}
+            values.pop("opcode")
+            out[k] = Op(make("BRANCH", **values), op.layer, op.reads, op.writes, op.occupancy, op.busy)
+    return out
 
 
 def _leaf(op: Op, config: NpuConfig, intern: _Interner) -> _Item:

@@ -156,6 +156,11 @@ class _Machine:
 def schedule(ops: list[Op]) -> Scheduled:
     """Order ``ops`` (then HALT) and set their wait masks.
 
+    A BRANCH is a barrier: it waits for every unit (``wait`` = all) and nothing moves across
+    it; in a stream with branches a SYNC is one too (it marks where a branch may land).  The
+    runs between barriers are scheduled independently and keep their lengths, so every
+    index that starts a run (a branch target must) stays valid.
+
     Runs of *fixed* ops (emitted with their waits and LOOPs, e.g. the fully-connected
     lowering: compiler/passes/lowering/fully_connected.py) stay as they are; they start and
     end with a full barrier, so the runs around them are scheduled independently (the
@@ -164,6 +169,8 @@ def schedule(ops: list[Op]) -> Scheduled:
     """
     from compiler.passes.lowering.fully_connected import FixedOp
 
+    if any(op.instr.name == "BRANCH" for op in ops):
+        return _schedule_around_branches(ops)
     if not any(isinstance(op, FixedOp) for op in ops):
         return _schedule_run(ops)
     out, issues, finishes = [], [], []
@@ -182,6 +189,52 @@ def schedule(ops: list[Op]) -> Scheduled:
         finishes += [now + t for t in part.finish[:-1]]
         now = max(finishes, default=now)
     out.append(Op(make("HALT"), layer=out[-1].layer))
+    issues.append(now)
+    finishes.append(now + 1)
+    return Scheduled(out, issues, finishes)
+
+
+BARRIERS = ("BRANCH", "SYNC")      # in a stream with branches
+
+
+def run_starts(ops: list[Op]) -> set[int]:
+    """Indices a BRANCH may target: 0, every barrier and the instruction after it, the end."""
+    starts = {0, len(ops)}
+    for i, op in enumerate(ops):
+        if op.instr.name in BARRIERS:
+            starts |= {i, i + 1}
+    return starts
+
+
+def _schedule_around_branches(ops: list[Op]) -> Scheduled:
+    """Schedule the runs between BRANCHes apart; each BRANCH waits for every unit."""
+    starts = run_starts(ops)
+    for op in ops:
+        if op.instr.name == "BRANCH" and op.instr.values["target"] not in starts:
+            raise AssertionError(f"BRANCH target {op.instr.values['target']} is inside a run the "
+                                 "scheduler may reorder")
+    out, issues, finishes = [], [], []
+    now = 0
+    run: list[Op] = []
+    all_units = sum(1 << int(u) for u in UNITS)
+    for op in ops + [None]:
+        if op is not None and op.instr.name not in BARRIERS:
+            run.append(op)
+            continue
+        if run:
+            part = schedule(run)
+            out += part.ops[:-1]                 # without its HALT
+            issues += [now + t for t in part.issue[:-1]]
+            finishes += [now + t for t in part.finish[:-1]]
+            now = max(finishes, default=now)
+            run = []
+        if op is not None:
+            out.append(Op(Instruction(op.instr.name, {**op.instr.values, "wait": all_units}), op.layer,
+                          op.reads, op.writes, op.occupancy, op.busy))
+            issues.append(now)
+            now += op.occupancy
+            finishes.append(now)
+    out.append(Op(make("HALT"), layer=out[-1].layer if out else 0))
     issues.append(now)
     finishes.append(now + 1)
     return Scheduled(out, issues, finishes)

@@ -88,8 +88,19 @@ def lower_matmul(layer: MatmulLayer, flow, ext: ExtPlan, config: NpuConfig, inde
     if layer.wide:
         op("DMA_LOAD", sram=Sram.PSRAM, sram_addr=0, ext_addr=ext.constants[shifts_name(layer)],
            len0=len(SHIFTS) * config.words_per_wide_row, len1=1, len2=1)
+    srcs = [(b, layer.b_zp, layer.b_zp)] if not layer.wide else [(lo, 0x80, -128), (hi, 0, 0)]
+    cpad = cblocks * R
+    # B resident: all tiles of a batch in WSRAM ([tensor][w block][c]), one DMA per tensor
+    # (two batch slots); else one tile at a time through a ring of W_SLOTS.
+    per_batch = len(srcs) * wblocks * cpad
+    resident = 2 * per_batch <= config.wsram_rows
     step = wstep = 0
     for n in range(n_):
+        if resident:
+            for ti, (t, pad, _) in enumerate(srcs):
+                op("DMA_LOAD", sram=Sram.WSRAM, sram_addr=(n % 2) * per_batch + ti * wblocks * cpad,
+                   ext_addr=t.addr + n * t.strides[0], len0=1, len1=c_, stride1=t.strides[1], len2=wblocks,
+                   stride2=t.vbytes, pad_a1=cpad - c_, pad_value=pad & 0xFF)
         for h0 in range(0, h_, ht):
             rows = min(ht, h_ - h0)
             aslot = (step % 2) * a_slot
@@ -101,14 +112,16 @@ def lower_matmul(layer: MatmulLayer, flow, ext: ExtPlan, config: NpuConfig, inde
                 acc = slot * ht * acc_per
                 for cb in range(cblocks):
                     rc = min(R, c_ - cb * R)
-                    tiles = [(b, layer.b_zp, layer.b_zp, acc)] if not layer.wide else \
-                        [(lo, 0x80, -128, acc), (hi, 0, 0, acc + 2 * ht)]
-                    for t, pad, wzp, acc_addr in tiles:
-                        wslot = (wstep % W_SLOTS) * R
-                        wstep += 1
-                        op("DMA_LOAD", sram=Sram.WSRAM, sram_addr=wslot,
-                           ext_addr=t.addr + n * t.strides[0] + cb * R * t.strides[1] + wb * t.vbytes, len0=1,
-                           len1=rc, stride1=t.strides[1], len2=1, pad_a1=R - rc, pad_value=pad & 0xFF)
+                    for ti, (t, pad, wzp) in enumerate(srcs):
+                        acc_addr = acc + 2 * ht * ti       # int16: Lo, then H
+                        if resident:
+                            wslot = (n % 2) * per_batch + (ti * wblocks + wb) * cpad + cb * R
+                        else:
+                            wslot = (wstep % W_SLOTS) * R
+                            wstep += 1
+                            op("DMA_LOAD", sram=Sram.WSRAM, sram_addr=wslot,
+                               ext_addr=t.addr + n * t.strides[0] + cb * R * t.strides[1] + wb * t.vbytes, len0=1,
+                               len1=rc, stride1=t.strides[1], len2=1, pad_a1=R - rc, pad_value=pad & 0xFF)
                         op("MATMUL", a_addr=aslot + cb * P, a_stride0=cblocks * P, n0=rows, a_stride1=0, n1=1,
                            w_addr=wslot, acc_addr=acc_addr, accumulate=int(cb > 0), a_zp=layer.a_zp, w_zp=wzp,
                            a_type=int(layer.wide), w_type=0)
