@@ -174,7 +174,7 @@ def run_pipeline(graph: Graph, config: NpuConfig = DEFAULT_CONFIG, loops: bool =
         elif isinstance(layer, MatmulLayer):
             plans[i] = lower_matmul(layer, flow, ext, config, i)
         elif isinstance(layer, MxuConvLayer):
-            plans[i] = lower_mxu_conv(layer, flow, ext, config, i)
+            plans[i] = lower_mxu_conv(layer, flow, ext, config, i, loops)
     copies = sum(len(plan.ops) for plan in plans if plan is not None)
 
     # With loops, try the fastest plans first: looped, they usually fit.  Else (or when they

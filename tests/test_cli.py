@@ -96,14 +96,20 @@ def test_unsupported_operator_gives_exit_3(tmp_path):
     sys.path.insert(0, str(Path(__file__).parent))
     from vector_graphs import while_loop_graph
 
-    # A WHILE_LOOP whose trip count is a graph input: the NPU's sequencer cannot branch.
+    from tosa_ir import Operator
+
+    # A WHILE_LOOP whose body has an operator the NPU does not run (ERF).
+    graph = while_loop_graph()
+    graph.block("B").operators[1] = Operator("ERF", ["x"], ["y"], {}, "m:B1")
     path = tmp_path / "loop.tosa"
-    path.write_bytes(write_tosa(while_loop_graph()))
+    path.write_bytes(write_tosa(graph))
     np.savez(tmp_path / "in.npz", i=np.array([3], np.int32), x=np.array([1, 2], np.int32))
-    rc, _, err = npu("run", path, "--backend", "ref", "--inputs", tmp_path / "in.npz", "--output", tmp_path / "o.npz")
+    assert_user_error(npu("compile", path, "-o", tmp_path / "p.npuprog"), 3, "WHILE_LOOP")
+    # The plain loop (trip count from a graph input) runs on the NPU: BRANCH.
+    path.write_bytes(write_tosa(while_loop_graph()))
+    rc, _, err = npu("run", path, "--backend", "isa", "--inputs", tmp_path / "in.npz", "--output", tmp_path / "o.npz")
     assert rc == 0, err
     assert np.array_equal(np.load(tmp_path / "o.npz")["x2"], [8, 16])
-    assert_user_error(npu("compile", path, "-o", tmp_path / "p.npuprog"), 3, "WHILE_LOOP")
 
 
 def test_float_model_needs_and_uses_calibration(tmp_path):

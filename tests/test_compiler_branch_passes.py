@@ -19,19 +19,19 @@ DATA, OUT = 0x2000, 0x3000
 
 
 def _program_ops(flag_row: int):
-    """Ten repeated load/add/store triples (loop material), a branch on ASRAM row
+    """Ten repeated load/store pairs (loop material), a branch on ASRAM row
     ``flag_row`` over a second block of ten, then a final store."""
     ops = [new_op(CFG, 0, "DMA_LOAD", sram=0, sram_addr=0, ext_addr=DATA, len0=64, len1=1, len2=1)]
     for k in range(10):
-        ops.append(new_op(CFG, 0, "VALU", op=0, dtype=0, n0=1, n1=1, a_mem=0, a_addr=k, b_mem=0, b_addr=k,
-                          d_mem=0, d_addr=100 + k))
+        ops.append(new_op(CFG, 0, "DMA_LOAD", sram=0, sram_addr=100 + k, ext_addr=DATA + 4 * k,
+                          len0=1, len1=1, len2=1))
         ops.append(new_op(CFG, 0, "DMA_STORE", sram=0, sram_addr=100 + k, ext_addr=OUT + 4 * k,
                           len0=1, len1=1, len2=1))
     skip_from = len(ops)
     ops.append(new_op(CFG, 0, "BRANCH", target=0, test=1, mem=0, row=flag_row))     # target patched
     for k in range(10):
-        ops.append(new_op(CFG, 0, "VALU", op=1, dtype=0, n0=1, n1=1, a_mem=0, a_addr=k, b_mem=0, b_addr=20 + k,
-                          d_mem=0, d_addr=200 + k))
+        ops.append(new_op(CFG, 0, "DMA_LOAD", sram=0, sram_addr=200 + k, ext_addr=DATA + 4 * k,
+                          len0=1, len1=1, len2=1))
         ops.append(new_op(CFG, 0, "DMA_STORE", sram=0, sram_addr=200 + k, ext_addr=OUT + 0x100 + 4 * k,
                           len0=1, len1=1, len2=1))
     target = len(ops)
@@ -63,7 +63,7 @@ def _reference(ops):
 
 
 def test_branch_is_a_barrier_and_targets_follow_loops():
-    for flag_row in (40, 0):          # row 40 holds 40 (not taken)... row 0 holds 0: taken
+    for flag_row in (40, 0):          # ASRAM row 40 holds bytes 160.. (not taken), row 0 byte 0 is 0
         ops = _program_ops(flag_row)
         scheduled = schedule(ops)
         branch = [op for op in scheduled.ops if op.instr.name == "BRANCH"]
@@ -78,7 +78,8 @@ def test_branch_is_a_barrier_and_targets_follow_loops():
         got = _run([op.instr for op in looped])
         want = _run(_reference(ops))
         assert got.ok and want.ok and got.hazards == []
-        assert bytes(got.memory) == bytes(want.memory)
-        taken = flag_row == 0
-        assert bytes(got.memory[OUT + 0x100:OUT + 0x104]) == (b"" if taken and len(got.memory) <= OUT + 0x100
-                                                              else bytes(got.memory[OUT + 0x100:OUT + 0x104]))
+        assert bytes(got.memory[OUT:]) == bytes(want.memory[OUT:])      # (below OUT: the programs)
+        assert len(got.memory) > OUT + 0x200
+        # the block after the branch ran only when not taken
+        second = bytes(got.memory[OUT + 0x100:OUT + 0x104])
+        assert (second == bytes(4) or len(second) < 4) == (flag_row == 0)

@@ -28,9 +28,11 @@ def op_named(graph, name):
 def test_other_operator_is_unsupported():
     from vector_graphs import while_loop_graph
 
-    graph = while_loop_graph()      # a data-dependent trip count: the sequencer cannot branch
-    with pytest.raises(Unsupported, match=r"^WHILE_LOOP at m:while0: the NPU's sequencer cannot branch"):
+    graph = while_loop_graph()      # a loop body with an operator the NPU does not run
+    graph.block("B").operators[1] = Operator("ERF", ["x"], ["y"], {}, "m:B1")
+    with pytest.raises(Unsupported, match=r"^WHILE_LOOP at m:while0, body: ERF at m:B1: operator not supported"):
         compile_graph(graph)
+    graph = while_loop_graph()
     # An illegal graph is reported as illegal even when the compiler could not lower it.
     graph.main.tensors["x2"].shape = (3,)
     with pytest.raises(TosaError, match=r"^WHILE_LOOP"):
@@ -136,7 +138,9 @@ def test_compile_file_and_cli(tmp_path):
     assert main(["compile", str(good), "-o", str(tmp_path / "good.npuprog")]) == 0
     from vector_graphs import while_loop_graph
 
-    bad.write_bytes(write_tosa(while_loop_graph()))     # legal, not lowered (exit 3)
+    graph = while_loop_graph()          # legal, not lowered: ERF in the loop body (exit 3)
+    graph.block("B").operators[1] = Operator("ERF", ["x"], ["y"], {}, "m:B1")
+    bad.write_bytes(write_tosa(graph))
     assert main(["compile", str(bad), "-o", str(tmp_path / "bad.npuprog")]) == 3
     with pytest.raises(InvalidInput, match="no such file"):
         compile_file(tmp_path / "missing.tosa")

@@ -300,3 +300,34 @@ def test_looks_like_nnef(tmp_path):
     assert looks_like_nnef(folder) and looks_like_nnef(folder / "graph.nnef")
     assert looks_like_nnef(path) and not looks_like_nnef(other)
     assert not looks_like_nnef(tmp_path) and not looks_like_nnef(folder / "c1" / "k.dat")
+
+
+ONE_CHANNEL = """version 1.0;
+graph G( input ) -> ( output )
+{
+    input = external(shape = [1, 1, 6, 6]);
+    k = variable(shape = [4, 1, 3, 3], label = 'k');
+    c = conv(input, k, 0.0, padding = [(1,1),(1,1)]);
+    p = avg_pool(c, size = [1, 1, 6, 6], stride = [1, 1, 1, 1], border = 'constant',
+                 padding = [(0,0),(0,0),(0,0),(0,0)]);
+    output = reshape(p, shape = [1, 4]);
+}
+"""
+
+
+def test_one_channel_nchw_input_is_transposed_not_regrouped(tmp_path):
+    # NCHW -> NHWC of a one-channel input only moves a size-1 axis, but as a RESHAPE it
+    # would regroup the innermost axis (6 -> 1), which the NPU compiler cannot move: it
+    # stays a TRANSPOSE.  The flatten of the [1, 4, 1, 1] pool result stays a RESHAPE.
+    folder = write_model(tmp_path / "m", ONE_CHANNEL, random_weights(ONE_CHANNEL, seed=3))
+    graph = load_nnef(folder)
+    block = graph.main
+    first = block.consumers()[block.inputs[0]]
+    assert [op.op for op in first] == ["TRANSPOSE"]
+    assert first[0].attrs["perms"] == [0, 2, 3, 1]
+    kinds = [op.op for op in block.operators]
+    assert kinds.count("TRANSPOSE") == 1 and "RESHAPE" in kinds
+    x = np.random.default_rng(4).standard_normal((1, 1, 6, 6)).astype(np.float32)
+    (want,) = khronos_run(folder, [x])
+    got = evaluate(graph, {block.inputs[0]: x}, keep=False)[block.outputs[0]]
+    np.testing.assert_allclose(got, want.reshape(got.shape), rtol=1e-5, atol=1e-5)

@@ -35,6 +35,8 @@ Models (built with OpenVINO's Python opset API):
   logits (the SoftMax input, ``out:logits``) and TFLite's reference-kernel int8 logits
   (``tflite:logits``).
 
+The float digits IR (``digits_float``) is written by tools/make_digits_fixtures.py.
+
 OpenVINO CPU runs with ``INFERENCE_PRECISION_HINT=f32`` (no bf16/f16 on CPUs that have
 them).  Everything is seeded; npz files have fixed timestamps.
 

@@ -17,7 +17,12 @@ quantized integers the lowered TOSA graph takes and returns.  ``manifest.json`` 
 models, their operators and the largest reference-vs-optimized difference.
 
 ``digits_cnn`` is a small CNN trained on scikit-learn's 8x8 digits, int8-quantized, with
-its quantized test set, labels and accuracies (``digits_cnn.json``).
+its quantized test set, labels and accuracies (``digits_cnn.json``), and
+``digits_cnn_float.npz``: the trained float weights, calibration and test images and float
+logits, from which tools/make_digits_fixtures.py builds the NNEF, float OpenVINO and TOSA
+digits fixtures (run it after this script).  Training is deterministic (seeded; the same
+bytes on rebuild with tensorflow-cpu 2.21): ``build/tf-venv/bin/python
+tools/make_tflite_fixtures.py digits_cnn`` rebuilds only the digits model.
 """
 from __future__ import annotations
 
@@ -307,6 +312,29 @@ def write_fixture(name: str, model: bytes, codes, samples: int, manifest: dict) 
 
 
 # ---------------------------------------------------------------------------------------
+def write_digits_float(model, x_train, x_test, y_test) -> None:
+    """``digits_cnn_float.npz``: the trained float network, for the float-model frontends.
+
+    Keras layouts: ``conv{1,2}_w`` [KH, KW, IC, OC], ``dense{1,2}_w`` [IN, OUT] (the flatten
+    runs over NHWC), biases ``*_b``.  ``x_calib`` holds the training-split images the TFLite
+    converter calibrated with (the first 200), ``x_test``/``labels`` the test split and
+    ``logits`` the float model's logits on it.  tools/make_digits_fixtures.py builds the
+    NNEF, OpenVINO and TOSA digits fixtures from this file.
+    """
+    convs = [layer for layer in model.layers if isinstance(layer, L.Conv2D)]
+    denses = [layer for layer in model.layers if isinstance(layer, L.Dense)]
+    weights = {}
+    for prefix, layers in (("conv", convs), ("dense", denses)):
+        for i, layer in enumerate(layers, 1):
+            kernel, bias = layer.get_weights()
+            weights[f"{prefix}{i}_w"] = kernel.astype(np.float32)
+            weights[f"{prefix}{i}_b"] = bias.astype(np.float32)
+    logits_model = keras.Model(model.inputs, model.layers[-2].output)
+    logits = logits_model.predict(x_test, verbose=0).astype(np.float32)
+    np.savez_compressed(OUT / "digits_cnn_float.npz", x_calib=x_train[:200], x_test=x_test,
+                        labels=y_test, logits=logits, **weights)
+
+
 def digits_cnn(manifest: dict) -> None:
     """Small CNN on scikit-learn's digits (8x8, 16 grey levels), int8 I/O."""
     from sklearn.datasets import load_digits
@@ -332,6 +360,7 @@ def digits_cnn(manifest: dict) -> None:
                   loss="sparse_categorical_crossentropy", metrics=["accuracy"])
     model.fit(x_train, y_train, epochs=30, batch_size=32, verbose=0, shuffle=True)
     float_acc = float(np.mean(np.argmax(model.predict(x_test, verbose=0), axis=1) == y_test))
+    write_digits_float(model, x_train, x_test, y_test)
 
     def calib():
         for i in range(0, 200):

@@ -4,7 +4,8 @@ Both hold every source tensor as a :class:`Val`: a TOSA tensor plus the permutat
 ``perm`` with ``tosa_tensor == source_tensor.transpose(perm)``, or a constant (numpy, in
 the source order).  Spatial operators produce NHWC values; a source ``transpose`` only
 changes the bookkeeping; :meth:`LayoutBuilder.physical` emits a TRANSPOSE (or a RESHAPE,
-when the permutation only moves size-1 axes) only where an operator needs another order.
+when the permutation only moves size-1 axes, except on graph inputs when it changes the
+innermost size) only where an operator needs another order.
 
 The graph uses TOSA 1.0 conventions: zero points and the MUL shift are input tensors
 (made once per graph), RESHAPE/PAD/SLICE take shape tensors.
@@ -170,7 +171,13 @@ class LayoutBuilder:
         old_shape = [v.shape[p] for p in v.perm]
         new_shape = [v.shape[p] for p in perm]
         base = v.name + ("_nchw" if perm == identity(v.rank) else "_t")
-        if trivial_permutation(rel, old_shape):
+        # A graph input's layout change stays a TRANSPOSE when it changes the innermost
+        # size (NCHW -> NHWC of a one-channel image): the NPU compiler moves such an
+        # input as a TRANSPOSE, not as a RESHAPE regrouping its channels.  Elsewhere the
+        # RESHAPE is kept: it merges with the RESHAPE that usually follows (flatten).
+        regroups_input = (old_shape[-1] != new_shape[-1]
+                          and not any(v.name in op.outputs for op in self.block.operators))
+        if trivial_permutation(rel, old_shape) and not regroups_input:
             out = self.emit("RESHAPE", [v.name, self.shape_const(new_shape, base + "_shape")],
                             new_shape, v.dtype, base=base)
         else:

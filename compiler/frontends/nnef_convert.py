@@ -4,8 +4,9 @@ Layouts.  NNEF is channel-first (NCHW); TOSA's spatial operators are channel-las
 Every NNEF tensor is held as a :class:`Val`: a TOSA tensor plus the permutation ``perm``
 with ``tosa_tensor == nnef_tensor.transpose(perm)``.  Spatial operators produce NHWC
 values (``perm = (0, 2, 3, 1)``); NNEF ``transpose`` only changes the bookkeeping; a
-physical TRANSPOSE (or a RESHAPE, when the permutation only moves size-1 axes) is emitted
-only where an operator needs another order (reshape, matmul, graph outputs).  Constants
+physical TRANSPOSE (or a RESHAPE, when the permutation only moves size-1 axes; see
+graph_builder.py) is emitted only where an operator needs another order (reshape, matmul,
+graph outputs).  Constants
 stay numpy arrays in NNEF order until an operator takes them, in the form it needs.
 
 The float graph uses TOSA 1.0 conventions: zero points are input tensors (zero for fp32),

@@ -1,13 +1,14 @@
-"""Control flow, resolved by the compiler (the NPU's sequencer runs straight-line code and
-LOOPs of static counts; it cannot branch on data).
+"""Control flow inside one straight-line program (the single-program pipeline,
+compiler/driver.py ``run_pipeline``).
 
 * COND_IF with a constant condition: the chosen branch is inlined.
 * COND_IF with a computed condition: *if-conversion*: both branches are inlined (they have
   no side effects) and every result is ``SELECT(condition, then, else)``, the condition
-  broadcast to the result's rank.
-* WHILE_LOOP: would have to be unrolled, which needs its trip count when compiling; the
-  compiler does not evaluate loop conditions yet, so every WHILE_LOOP is Unsupported (the
-  message says why).
+  broadcast to the result's rank.  (COND_IFs with big branches are lowered with BRANCH
+  instead, by compiler/passes/control_link.py, which compile_graph routes them to.)
+* WHILE_LOOP: lowered with the sequencer's BRANCH by compiler/passes/control_link.py
+  (compile_graph); here, in one straight-line program, it is Unsupported (the message
+  says why).
 
 :func:`inline_control_flow` returns a graph whose main block has no control flow (the
 original is untouched); branch tensors are renamed ``<op name>/<branch>/<tensor>``.
@@ -36,9 +37,9 @@ def inline_control_flow(graph: Graph) -> Graph:
     while pending:
         op = pending.pop(0)
         if op.op == "WHILE_LOOP":
-            raise unsupported(op, "the NPU's sequencer cannot branch on data (LOOP counts are fixed when "
-                                  "compiling), so a WHILE_LOOP must be unrolled, which needs its trip count "
-                                  "when compiling; the compiler does not evaluate loop conditions yet")
+            raise unsupported(op, "a WHILE_LOOP is linked from separately compiled pieces with BRANCH "
+                                  "(compiler/passes/control_link.py, compile_graph); the single-program "
+                                  "pipeline (run_pipeline, estimates) cannot hold one")
         if op.op != "COND_IF":
             block.operators.append(op)
             continue

@@ -67,6 +67,8 @@ from compiler.passes.fusion import invalid, unsupported
 ALIGN = 64
 ALL_UNITS = 0b111                      # wait mask: DMA | MXU | VPU
 COND_ROW = 0                           # ASRAM row the condition byte is loaded into
+# Taken backward branches a run may make (BRANCH ``limit``): the reference's loop budget.
+LOOP_BUDGET = DEFAULT_MAX_LOOP_ITERATIONS
 # COND_IFs whose branches compute at most this many elements together stay if-converted.
 IF_CONVERSION_MAX_ELEMENTS = 4096
 
@@ -373,6 +375,10 @@ def _while_loop(link: _Linker, graph: Graph, op: Operator, env: dict, slot_for, 
         cond_b, body_b = graph.block(op.attrs["cond_graph"]), graph.block(op.attrs["body_graph"])
     except KeyError as e:
         raise invalid(op, f"block missing: {e}") from None
+    # A body result that is its own input (an unchanged loop variable) is not computed: its
+    # value stays in the variable's buffer.
+    body_b = replace(body_b, outputs=[o for k, o in enumerate(body_b.outputs) if o != body_b.inputs[k]])
+    unchanged = [graph.block(op.attrs["body_graph"]).outputs[k] == body_b.inputs[k] for k in range(len(op.inputs))]
     cond_p = link.compile_block(cond_b, f"{where}, condition")
     body_p = link.compile_block(body_b, f"{where}, body")
     cond_base, cond_ins, cond_outs = link.reserve(cond_p)
@@ -386,7 +392,8 @@ def _while_loop(link: _Linker, graph: Graph, op: Operator, env: dict, slot_for, 
             slot = body_ins[local_b]
         else:
             t = body_b.tensor(local_b)
-            want = (cond_ins.get(local_c) if _reads(cond_b, local_c) else None) or body_outs.get(body_b.outputs[i]) or \
+            result = graph.block(op.attrs["body_graph"]).outputs[i]
+            want = (cond_ins.get(local_c) if _reads(cond_b, local_c) else None) or body_outs.get(result) or \
                 Slot(0, tuple(t.shape), t.dtype if t.dtype != "bool" else "bool", "flat")
             slot = replace(want, addr=link.alloc(link.nbytes(want)))
         link.copy(slot_for(init, slot, where), slot, f"{where}: initial value {init!r}")
@@ -400,10 +407,12 @@ def _while_loop(link: _Linker, graph: Graph, op: Operator, env: dict, slot_for, 
     link.load_condition(cond_outs[cond_b.outputs[0]])
     exit_branch = link.branch(BranchTest.ZERO)
     link.place(body_p, body_base)
-    for i, name in enumerate(body_b.outputs):
-        if name != body_b.inputs[i]:            # an unchanged variable stays where it is
+    results = iter(body_b.outputs)
+    for i, same in enumerate(unchanged):
+        if not same:
+            name = next(results)
             link.copy(body_outs[name], variables[i], f"{where}: body result {name!r}")
-    link.branch(BranchTest.ALWAYS, target=top, limit=DEFAULT_MAX_LOOP_ITERATIONS)
+    link.branch(BranchTest.ALWAYS, target=top, limit=LOOP_BUDGET)
     _patch(link, exit_branch, len(link.instrs))
     env.update(zip(op.outputs, variables))
 

@@ -316,6 +316,12 @@ class _Walk:
             self._root(name, shape4(out.shape), "computed")
 
     def _depthwise_conv2d(self, op: Operator) -> None:
+        w = self.block.tensor(op.inputs[1])
+        if self.block.tensor(op.inputs[0]).dtype == "int16" or (len(w.shape) == 4 and w.shape[3] > 1):
+            # int48 accumulators, or a channel multiplier (the vector unit would copy the input
+            # M times): on the array as a convolution with diagonal weights (passes/mxu_conv.py)
+            mxu_conv(self, op)
+            return
         layer, constants, pad, izp = depthwise_layer(op, self.block, self._name("dw"))
         for name, data in constants:
             self._root(name, data.shape, "const", layout="rows", dtype=str(data.dtype), data=data)

@@ -16,7 +16,8 @@ compiler/passes/dataflow.py): data-dependent selection becomes compare, select a
 * RESIZE: the row and column index maps are known when compiling, so NEAREST is two
   gathers (element-DMA copies, one per arithmetic run of the map); BILINEAR (int8 -> int32)
   gathers the four neighbour tensors and sums them times their weights ``wy * wx``
-  (VRESCALE to int32, VALU MUL by an int32 constant broadcast over channels, ADD).
+  (VRESCALE to int32, VALU MUL by an int32 constant broadcast over channels, ADD); int16
+  BILINEAR (int48) runs on the MAC array (compiler/passes/resize_wide.py).
 
 Every intermediate is a rows tensor of its own; reductions hold at most 255 elements per
 window (REDUCE's limit), so K (GATHER), W (SCATTER) and the ARGMAX axis are bounded so.
@@ -223,9 +224,8 @@ def _resize(b: _Builder, op: Operator) -> None:
         table = {1: "NEAREST", 2: "BILINEAR"} if b.walk.graph.is_tosa_1 else {0: "NEAREST", 1: "BILINEAR"}
         name = table.get(int(mode), str(mode))
     bilinear = name == "BILINEAR"
-    if xt.dtype not in ("int8", "int16") or (bilinear and xt.dtype != "int8"):
-        raise unsupported(op, f"{name} of {xt.dtype} -> {yt.dtype}: int16 BILINEAR accumulates in int48, "
-                              f"not supported yet")
+    if xt.dtype not in ("int8", "int16"):
+        raise unsupported(op, f"{name} of {xt.dtype} -> {yt.dtype}")
     sy_n, sy_d, sx_n, sx_d = ints(operand(op, block, 1, ("scale",)))
     off_y, off_x = ints(operand(op, block, 2, ("offset",)))
     n, ih, iw, c = xt.shape
@@ -257,6 +257,12 @@ def _resize(b: _Builder, op: Operator) -> None:
         ix = np.where(2 * dx >= sx_n, ix1, ix0)
         rows = gather(x, (n, ih, iw, c), 1, iy)
         gather(rows, (n, oh, iw, c), 2, ix, dst=op.outputs[0])
+        return
+    if xt.dtype == "int16":
+        from compiler.passes.resize_wide import bilinear_int16
+
+        bilinear_int16(b, op, gather, x, (n, ih, iw, c), (oh, ow), (iy0, iy1, dy, sy_n, sy_d),
+                       (ix0, ix1, dx, sx_n, sx_d))
         return
     inputs, steps, types = [], [], {"out": VecType.INT32, "w": VecType.INT32, "p": VecType.INT32}
     rescale = dict(in_type=VecType.INT8, out_type=VecType.INT32, per_channel=0, scale32=1, double_round=0,

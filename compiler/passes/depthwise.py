@@ -14,6 +14,10 @@ Padding comes from a DMA copy with the input zero point as pad value (padding th
 ``0 * w``), made by the dataflow pass; with a channel multiplier ``M > 1`` that copy (element
 DMA) also repeats every input channel ``M`` times, so output channel ``c*M + m`` reads
 channel ``c``.
+
+int16 inputs (int48 accumulators, which the vector unit cannot write) and channel
+multipliers ``M > 1`` do not come here: the dataflow pass gives them to the MAC array as a
+convolution with diagonal weight tiles (compiler/passes/mxu_conv.py ``_diagonal``).
 """
 from __future__ import annotations
 
@@ -33,8 +37,8 @@ def depthwise_layer(op: Operator, block: Block, name: str):
     x, w = block.tensor(op.inputs[0]), block.tensor(op.inputs[1])
     y = block.tensor(op.outputs[0])
     if x.dtype != "int8" or y.dtype != "int32":
-        raise unsupported(op, f"{x.dtype} input, {y.dtype} output: the compiler lowers int8 -> int32 "
-                              f"depthwise convolutions (int16 ones accumulate in int48, not supported yet)")
+        raise unsupported(op, f"{x.dtype} input, {y.dtype} output: the vector unit lowers int8 -> int32 "
+                              f"depthwise convolutions (int16 ones run on the array)")
     if not (w.is_const and block.tensor(op.inputs[2]).is_const):
         raise unsupported(op, "weights and bias must be constant tensors")
     izp = scalar_input(op, block, 3, "input_zp")

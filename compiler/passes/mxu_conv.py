@@ -1,4 +1,7 @@
-"""Convolutions with wide outputs on the MAC array: CONV2D, CONV3D, TRANSPOSE_CONV2D and the
+"""Convolutions with wide outputs on the MAC array: CONV2D, CONV3D, TRANSPOSE_CONV2D,
+DEPTHWISE_CONV2D (int16, or with a channel multiplier: weight tiles that are diagonal per
+tap, ``w[c][c*M + m] = w_dw[tap][c][m]``, the weight zero point elsewhere; the lowering
+skips tiles holding only the zero point) and the
 draft's FULLY_CONNECTED (a 1x1 convolution along N) producing their int32 (int8 x int8) or int48 (int16 x int8) accumulators as tensors, the
 layers the fused int8 path (passes/fusion.py: CONV2D -> RESCALE -> int8) does not cover.
 Lowered by compiler/passes/lowering/mxu_conv.py.
@@ -27,7 +30,7 @@ from tosa_ir import Block, Operator
 
 from compiler.passes.fusion import _ints, invalid, scalar_input, unsupported
 
-MXU_CONV_OPS = ("CONV2D", "CONV3D", "TRANSPOSE_CONV2D", "FULLY_CONNECTED")
+MXU_CONV_OPS = ("CONV2D", "CONV3D", "TRANSPOSE_CONV2D", "FULLY_CONNECTED", "DEPTHWISE_CONV2D")
 
 
 @dataclass
@@ -136,10 +139,14 @@ def mxu_conv_layer(op: Operator, block: Block, name: str) -> MxuConvLayer:
         n, ih, iw, ic = x.shape
         _, oh, ow, _ = y.shape
         id_, od = 1, 1
-        kh, kw = wt.shape[1:3]
-        weights = wt.transpose(1, 2, 3, 0)[None]                   # [OC,KH,KW,IC] -> [1,KH,KW,IC,OC]
         depth = [[(0, 0)]]
-        if op.op == "CONV2D":
+        if op.op == "DEPTHWISE_CONV2D":
+            weights = _diagonal(op, wt, ic, oc, wzp)
+            kh, kw = wt.shape[:2]
+        else:
+            kh, kw = wt.shape[1:3]
+            weights = wt.transpose(1, 2, 3, 0)[None]               # [OC,KH,KW,IC] -> [1,KH,KW,IC,OC]
+        if op.op in ("CONV2D", "DEPTHWISE_CONV2D"):
             pad, stride, dil = _ints(op, "pad", 4), _ints(op, "stride", 2), _ints(op, "dilation", 2)
             ys, xs = _conv_axis(oh, stride[0], dil[0], pad[0], kh), _conv_axis(ow, stride[1], dil[1], pad[2], kw)
         else:
@@ -150,6 +157,21 @@ def mxu_conv_layer(op: Operator, block: Block, name: str) -> MxuConvLayer:
     return MxuConvLayer(name, op.inputs[0], op.outputs[0], (n, id_, ih, iw, ic), (n, od, oh, ow, oc), weights,
                         bias, x.dtype == "int16", w.dtype == "int4", izp, wzp, ys, xs, depth, ops=[op.describe()],
                         location=op.location)
+
+
+def _diagonal(op: Operator, wt: np.ndarray, ic: int, oc: int, wzp: int) -> np.ndarray:
+    """DEPTHWISE_CONV2D weights ``[KH, KW, C, M]`` as a convolution's ``[1, KH, KW, C, C*M]``:
+    output channel ``c*M + m`` takes input channel ``c`` times ``w[.., c, m]``; every other
+    entry is the weight zero point, so it adds nothing (and the lowering skips tiles holding
+    only such entries)."""
+    if wt.ndim != 4 or wt.shape[2] != ic or wt.shape[2] * wt.shape[3] != oc:
+        raise invalid(op, f"weights {list(wt.shape)} do not match input channels {ic} and output channels {oc}")
+    kh, kw, _, m = wt.shape
+    weights = np.full((1, kh, kw, ic, ic * m), wzp, np.int64)
+    c = np.arange(ic)
+    for k in range(m):
+        weights[0][:, :, c, c * m + k] = wt[:, :, :, k]
+    return weights
 
 
 def mxu_conv(walk, op: Operator) -> None:

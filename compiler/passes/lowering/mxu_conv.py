@@ -18,6 +18,10 @@ Per batch, output plane, phase pair (``ys`` x ``xs``) and output tile of ``tr x 
 3. VALU COPY of the accumulators into ASRAM as int32 (int48: the low and the high words
    apart) and DMA_STORE into the output pixels ``o0 + step * j`` (int48: element mode, the
    two words of each int64 interleaved by ``stride0 = 8``).
+
+Weight tiles holding only the weight zero point (a depthwise convolution's off-diagonal
+blocks) get no MATMUL.  Layers whose straight line exceeds the instruction memory are
+emitted with their own LOOPs and waits (compiler/passes/lowering/mxu_conv_loops.py).
 """
 from __future__ import annotations
 
@@ -60,6 +64,18 @@ def _blocks(layer: MxuConvLayer, config: NpuConfig) -> tuple[int, int]:
     return ceil_div(layer.in_shape[-1], config.array_rows), ceil_div(layer.out_shape[-1], config.array_cols)
 
 
+def live_tiles(layer: MxuConvLayer, config: NpuConfig) -> np.ndarray:
+    """``[tap, cb, ob]``: whether the weight tile holds an entry other than the weight zero
+    point (the others add nothing: their MATMULs are left out, e.g. a depthwise convolution's
+    off-diagonal blocks)."""
+    R, C = config.array_rows, config.array_cols
+    cblocks, oblocks = _blocks(layer, config)
+    kd, kh, kw, ic, oc = layer.weights.shape
+    full = np.full((kd * kh * kw, cblocks * R, oblocks * C), layer.weight_zp, np.int64)
+    full[:, :ic, :oc] = layer.weights.reshape(kd * kh * kw, ic, oc)
+    return (full != layer.weight_zp).reshape(kd * kh * kw, cblocks, R, oblocks, C).any(axis=(2, 4))
+
+
 def mxu_conv_constants(layer: MxuConvLayer, config: NpuConfig) -> dict[str, bytes]:
     """Weight tiles ``[ob][tap][cb]`` (R x COLS int8 each) and bias rows (int32 lanes)."""
     R, C = config.array_rows, config.array_cols
@@ -90,13 +106,32 @@ def mxu_conv_constants(layer: MxuConvLayer, config: NpuConfig) -> dict[str, byte
     return {w_name: data, b_name: rows.astype("<i4").tobytes()}
 
 
-def lower_mxu_conv(layer: MxuConvLayer, flow, ext: ExtPlan, config: NpuConfig, index: int) -> MxuConvPlan:
+def lower_mxu_conv(layer: MxuConvLayer, flow, ext: ExtPlan, config: NpuConfig, index: int,
+                   loops: bool = True) -> MxuConvPlan:
+    """The layer's instructions: straight line for the scheduler and the loop search, or, when
+    that is longer than the instruction memory (and ``loops``), emitted with their own LOOPs
+    and waits (compiler/passes/lowering/mxu_conv_loops.py)."""
+    ops = _emit(layer, flow, ext, config, index, 2, None)
+    if not loops or len(ops) <= config.imem_rows:
+        return MxuConvPlan(layer, ops)
+    from compiler.passes.lowering.mxu_conv_loops import looped
+
+    return MxuConvPlan(layer, looped(layer, config, ops, lambda regions, stages, marks: _emit(
+        layer, flow, ext, config, index, regions, marks, stages)))
+
+
+def _emit(layer: MxuConvLayer, flow, ext: ExtPlan, config: NpuConfig, index: int, regions: int,
+          marks: list | None, stages: int = 2) -> list[Op]:
+    """Straight-line instructions; ``regions`` ACC regions and ``stages`` output staging
+    areas in ASRAM taken by output blocks in turn.  ``marks`` (when given) receives, per output tile, the
+    ``[start, MATMUL start, MATMUL end, end)`` op indices of each output block's work."""
     R, C, L = config.array_rows, config.array_cols, config.bus_bytes
     if not R == C == L:
         raise Unsupported(f"{layer.where()}: needs array_rows == array_cols == bus_bytes")
     cblocks, oblocks = _blocks(layer, config)
     kd, kh, kw = layer.weights.shape[:3]
     ntaps = kd * kh * kw
+    live = live_tiles(layer, config)
     P = 2 if layer.wide else 1
     t_rows = matmul.tile_rows(R, int(layer.int4))
     group = ntaps * cblocks * t_rows                # WSRAM rows of one output block's tiles
@@ -151,8 +186,8 @@ def lower_mxu_conv(layer: MxuConvLayer, flow, ext: ExtPlan, config: NpuConfig, i
     def fits(ph_y, ph_x, tr, tc):
         hh, ww = span(ph_y, 0, tr)[1], span(ph_x, 0, tc)[1]
         a = max_planes * cblocks * hh * ww * P
-        return (ww <= 2 * PAD_MAX and 2 * (a + tr * tc * o_words) <= asram
-                and 2 * tr * tc * P <= config.acc_rows)
+        return (ww <= 2 * PAD_MAX and 2 * a + stages * tr * tc * o_words <= asram
+                and regions * tr * tc * P <= config.acc_rows)
 
     for ph_y, ph_x in itertools.product(layer.ys, layer.xs):
         tc = min(ph_x.count, MAX_LEN)
@@ -184,10 +219,12 @@ def lower_mxu_conv(layer: MxuConvLayer, flow, ext: ExtPlan, config: NpuConfig, i
                 for (pi, (_, d)), cb in itertools.product(enumerate(planes), range(1 if inter else cblocks)):
                     _load_region(op, cb_base(pi, cb), src.addr + n * si[0] + d * si[1] + cb * si[4], si[2], si[3],
                                  ih, iw, y_lo, hh, x_lo, ww, pw, pad_byte)
+                tile_marks = []
                 for ob in range(oblocks):
-                    # two ACC regions, one output block each: the next block's MATMULs run while
-                    # the VPU empties the previous one
-                    acc = (ob % 2) * tr * tc * P
+                    # ACC regions (two, or one per block), one output block each: the next
+                    # block's MATMULs run while the VPU empties the previous one
+                    start = len(ops)
+                    acc = (ob % regions) * tr * tc * P
                     w_base = ob * group if resident else (ob % 2) * group
                     if not resident:
                         op("DMA_LOAD", sram=Sram.WSRAM, sram_addr=w_base, ext_addr=ext.constants[w_name] + ob * group * L,
@@ -197,9 +234,12 @@ def lower_mxu_conv(layer: MxuConvLayer, flow, ext: ExtPlan, config: NpuConfig, i
                     op("VALU", op=ValuOp.COPY, dtype=VecType.INT32, n0=rr * cc, n1=P, a_mem=VecMem.PSRAM,
                        a_addr=P * ob, a_stride0=0, a_stride1=1, d_mem=VecDst.ACC, d_addr=acc, d_stride0=P,
                        d_stride1=1)
+                    mm_start = len(ops)
                     for (pi, (kz, _)), (ky, yoff), (kx, xoff), cb in itertools.product(
                             enumerate(planes), ph_y.taps, ph_x.taps, range(cblocks)):
                         tap = (kz * kh + ky) * kw + kx
+                        if not live[tap, cb, ob]:
+                            continue
                         base = cb_base(pi, cb)
                         row0 = j0 * ph_y.s + yoff - y_lo
                         col0 = i0 * ph_x.s + xoff - x_lo
@@ -207,8 +247,9 @@ def lower_mxu_conv(layer: MxuConvLayer, flow, ext: ExtPlan, config: NpuConfig, i
                            a_stride1=ph_y.s * ww * pw, n1=rr, w_addr=w_base + (tap * cblocks + cb) * t_rows,
                            acc_addr=acc, accumulate=1, a_zp=layer.input_zp, w_zp=layer.weight_zp,
                            a_type=int(layer.wide), w_type=int(layer.int4))
+                    mm_end = len(ops)
                     # 3. out through ASRAM
-                    o_base = 2 * a_size + (ob % 2) * tr * tc * o_words
+                    o_base = 2 * a_size + (ob % stages) * tr * tc * o_words
                     dst = (out.addr + n * so[0] + od * so[1] + (ph_y.o0 + j0 * ph_y.step) * so[2]
                            + (ph_x.o0 + i0 * ph_x.step) * so[3] + ob * so[4])
                     lines = dict(len1=cc, stride1=ph_x.step * so[3], len2=rr, stride2=ph_y.step * so[2])
@@ -217,6 +258,7 @@ def lower_mxu_conv(layer: MxuConvLayer, flow, ext: ExtPlan, config: NpuConfig, i
                            a_stride0=P, d_mem=VecDst.ASRAM, d_addr=o_base, d_stride0=o_vec,
                            param_addr=P * oblocks + 2 * ob)
                         op("DMA_STORE", sram=Sram.ASRAM, sram_addr=o_base, ext_addr=dst, len0=o_vec, **lines)
+                        tile_marks.append((start, mm_start, mm_end, len(ops)))
                         continue
                     op("VALU", op=ValuOp.COPY, dtype=VecType.INT32, n0=rr * cc, n1=P, a_mem=VecMem.ACC, a_addr=acc,
                        a_stride0=P, a_stride1=1, d_mem=VecDst.ASRAM, d_addr=o_base, d_stride0=4,
@@ -227,7 +269,10 @@ def lower_mxu_conv(layer: MxuConvLayer, flow, ext: ExtPlan, config: NpuConfig, i
                         for k in range(2):
                             op("DMA_STORE", sram=Sram.ASRAM, sram_addr=o_base + 4 * k * tr * tc, ext_addr=dst + 4 * k,
                                elem=4, stride0=8, len0=L, **lines)
-    return MxuConvPlan(layer, ops)
+                    tile_marks.append((start, mm_start, mm_end, len(ops)))
+                if marks is not None:
+                    marks.append(tile_marks)
+    return ops
 
 
 def _load_region(op, base: int, ext0: int, s_row: int, s_col: int, ih: int, iw: int, y_lo: int, hh: int,

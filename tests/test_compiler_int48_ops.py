@@ -1,0 +1,153 @@
+"""Compiler: int16 operators with int48 results on the MAC array: DEPTHWISE_CONV2D (a
+convolution with diagonal weight tiles, passes/mxu_conv.py) and BILINEAR RESIZE (per output
+phase constant weights on gathered neighbours, passes/resize_wide.py), plus int8 depthwise
+convolutions with a channel multiplier (also on the array), run on the ISA simulator and
+compared bit-exactly with the reference interpreter (sim.reference)."""
+from __future__ import annotations
+
+import os
+import sys
+
+import numpy as np
+import pytest
+
+sys.path.insert(0, os.path.dirname(__file__))
+from vector_graphs import VecBuilder, run_and_compare  # noqa: E402
+
+from compiler.driver import run_pipeline  # noqa: E402
+from isa.config import DEFAULT_CONFIG, SMALL_CONFIG  # noqa: E402
+from tosa_ir.errors import Unsupported  # noqa: E402
+
+
+def _out_size(size: int, k: int, stride: int, dil: int, pad: tuple[int, int]) -> int:
+    return (size - 1 + pad[0] + pad[1] - (k - 1) * dil) // stride + 1
+
+
+def _fitting(start: int, k: int, stride: int, dil: int, pad: tuple[int, int]) -> int:
+    """The first input size from ``start`` that the windows tile exactly (the spec's idiv_check)."""
+    start += (k - 1) * dil      # at least one output
+    return next(v for v in range(start, start + 64) if (v - 1 + sum(pad) - (k - 1) * dil) % stride == 0)
+
+
+def _depthwise(g, rng, dtype, n, hw, c, m, kernel, stride, dil, pad, wzp=0, izp=0, x_range=(None, None)):
+    h = _fitting(hw[0], kernel[0], stride[0], dil[0], pad[:2])
+    w = _fitting(hw[1], kernel[1], stride[1], dil[1], pad[2:])
+    oh, ow = _out_size(h, kernel[0], stride[0], dil[0], pad[:2]), _out_size(w, kernel[1], stride[1], dil[1], pad[2:])
+    acc = "int48" if dtype == "int16" else "int32"
+    x = g.input((n, h, w, c), dtype, *x_range)
+    wt = g.const(rng.integers(-128, 128, (*kernel, c, m)), "int8")
+    bias = g.const(rng.integers(-(1 << 40) if acc == "int48" else -1000, 1 << 40 if acc == "int48" else 1000,
+                                (c * m,)), acc)
+    return g.op("DEPTHWISE_CONV2D", [x, wt, bias, g.const([izp], dtype), g.const([wzp], "int8")],
+                (n, oh, ow, c * m), acc, pad=list(pad), stride=list(stride), dilation=list(dil),
+                acc_type=acc.upper())
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_int16_depthwise_random_shapes(seed):
+    rng = np.random.default_rng(100 + seed)
+    kernel = tuple(int(k) for k in rng.integers(1, 4, 2))
+    stride = tuple(int(s) for s in rng.integers(1, 3, 2))
+    dil = tuple(int(d) for d in rng.integers(1, 3, 2))
+    pad = tuple(int(p) for p in rng.integers(0, 2, 4))
+    c, m = int(rng.integers(1, 36)), int(rng.integers(1, 3))
+    g = VecBuilder(rng)
+    y = _depthwise(g, rng, "int16", int(rng.integers(1, 3)), (int(rng.integers(3, 9)), int(rng.integers(3, 9))),
+                   c, m, kernel, stride, dil, pad, wzp=int(rng.integers(-20, 20)))
+    run_and_compare(g.graph([y]), g.inputs(rng), DEFAULT_CONFIG)
+
+
+def test_int16_depthwise_extremes_small_config():
+    """Full-scale inputs and weights (products of 2^22 summed over 9 taps), 4x4 array."""
+    rng = np.random.default_rng(7)
+    g = VecBuilder(rng)
+    y = _depthwise(g, rng, "int16", 1, (6, 5), 6, 1, (3, 3), (1, 1), (1, 1), (1, 1, 1, 1), wzp=0)
+    inputs = g.inputs(rng)
+    x = next(iter(inputs))
+    inputs[x][0, :3] = -32768
+    inputs[x][0, 3:] = 32767
+    wt = next(t for t in g.block.tensors.values() if t.is_const and t.dtype == "int8" and t.shape == (3, 3, 6, 1))
+    wt.data[..., :3, :] = -128
+    wt.data[..., 3:, :] = 127
+    run_and_compare(g.graph([y]), inputs, SMALL_CONFIG)
+
+
+def test_int8_depthwise_channel_multiplier_on_the_array():
+    rng = np.random.default_rng(8)
+    g = VecBuilder(rng)
+    y = _depthwise(g, rng, "int8", 1, (9, 11), 5, 9, (5, 5), (2, 1), (2, 2), (1, 1, 0, 0), wzp=3, izp=-5)
+    comp = run_and_compare(g.graph([y]), g.inputs(rng), DEFAULT_CONFIG)
+    assert "MxuConvLayer" in {type(layer).__name__ for layer in comp.flow.layers}
+
+
+def _resize_size(size: int, n: int, d: int, offset: int) -> tuple[int, int]:
+    """(output size, border) with the legal border nearest 0 making the size an integer."""
+    for border in sorted(range(-16 * n + 1, n), key=abs):
+        if ((size - 1) * n - offset + border) % d == 0 and (size - 1) * n - offset + border >= 0:
+            return ((size - 1) * n - offset + border) // d + 1, border
+    raise AssertionError("no border fits")
+
+
+@pytest.mark.parametrize("case", [
+    # (h, w, c), (scale_y_n, scale_y_d, scale_x_n, scale_x_d), (offset_y, offset_x)
+    ((5, 7, 3), (4, 1, 3, 1), (0, 0)),            # upscale: 4 x 3 phases
+    ((9, 11, 20), (3, 7, 5, 2), (-2, 3)),          # fractional down/up scales, offsets, two channel blocks
+    ((4, 6, 5), (16, 8, 15, 5), (5, -4)),          # weights up to 240: weight zero point -128
+    ((6, 5, 2), (2, 2, 1, 3), (1, 0)),
+])
+def test_int16_bilinear_resize(case):
+    (h, w, c), (syn, syd, sxn, sxd), (oy, ox) = case
+    rng = np.random.default_rng(h * w + c)
+    oh, by = _resize_size(h, syn, syd, oy)
+    ow, bx = _resize_size(w, sxn, sxd, ox)
+    g = VecBuilder(rng)
+    x = g.input((2, h, w, c), "int16")
+    shape_ops = [g.const(np.array(v), "shape") for v in ([syn, syd, sxn, sxd], [oy, ox], [by, bx])]
+    y = g.op("RESIZE", [x] + shape_ops, (2, oh, ow, c), "int48", mode="BILINEAR")
+    inputs = g.inputs(rng)
+    inputs[x][0, 0, :2, 0] = [-32768, 32767]
+    run_and_compare(g.graph([y]), inputs, DEFAULT_CONFIG)
+
+
+def test_int16_bilinear_resize_weights_past_255_unsupported():
+    rng = np.random.default_rng(3)
+    g = VecBuilder(rng)
+    x = g.input((1, 3, 3, 2), "int16")
+    oh, by = _resize_size(3, 32, 16, 0)
+    shape_ops = [g.const(np.array(v), "shape") for v in ([32, 16, 32, 16], [0, 0], [by, by])]
+    y = g.op("RESIZE", [x] + shape_ops, (1, oh, oh, 2), "int48", mode="BILINEAR")
+    with pytest.raises(Unsupported, match="255"):
+        run_pipeline(g.graph([y]), DEFAULT_CONFIG)
+
+
+def _fixed_ops(comp) -> int:
+    return sum(type(op).__name__ == "FixedOp" for op in comp.program_ops)
+
+
+@pytest.mark.parametrize("dtype,cout,fused", [("int16", 10, False), ("int8", 9, False), ("int8", 7, True)])
+def test_conv3d_longer_than_instruction_memory_emits_its_loops(dtype, cout, fused):
+    """On the 4x4 NPU (256 instructions) a CONV3D whose straight line is thousands of
+    instructions: its own LOOPs (MATMUL runs, output blocks) and wait masks (the simulator's
+    hazard checker verifies them), optionally with its RESCALE fused."""
+    rng = np.random.default_rng(cout)
+    acc = "int48" if dtype == "int16" else "int32"
+    g = VecBuilder(rng)
+    x = g.input((1, 5, 6, 7, 6), dtype)
+    wt = g.const(rng.integers(-128, 128, (cout, 2, 2, 3, 6)), "int8")
+    bias = g.const(rng.integers(-(1 << 20), 1 << 20, (cout,)), acc)
+    izp = 0 if dtype == "int16" else -7
+    y = g.op("CONV3D", [x, wt, bias, g.const([izp], dtype), g.const([0], "int8")], (1, 5, 6, 5, cout), acc,
+             pad=[1, 0, 1, 0, 0, 0], stride=[1, 1, 1], dilation=[1, 1, 1], acc_type=acc.upper())
+    if fused:
+        y = g.rescale(y, "int8", rng.integers(1 << 29, 1 << 30, cout), rng.integers(30, 36, cout), ozp=3,
+                      per_channel=True)
+    comp = run_and_compare(g.graph([y]), g.inputs(rng), SMALL_CONFIG)
+    assert _fixed_ops(comp) > 0
+
+
+def test_int16_depthwise_longer_than_instruction_memory():
+    rng = np.random.default_rng(12)
+    g = VecBuilder(rng)
+    y = _depthwise(g, rng, "int16", 1, (9, 12), 7, 2, (3, 3), (1, 1), (1, 2), (1, 1, 1, 1))
+    comp = run_and_compare(g.graph([y]), g.inputs(rng), SMALL_CONFIG)
+    assert _fixed_ops(comp) > 0
