@@ -74,6 +74,40 @@ def run_checked(build_dir, config: NpuConfig, instrs, memory: bytes | bytearray,
     return Checked(rtl, ref, timing)
 
 
+def lockstep(build_dir, config: NpuConfig, instrs, memory: bytes | bytearray,
+             expect: ErrorCode | None = ErrorCode.NONE, hazard_free: bool = True):
+    """Run ``instrs`` (placed at address 0 of ``memory``) on the RTL and on the ISA simulator;
+    everything observable must agree: ERROR_CODE, STOP_PC, the interrupt line, CYCLES and the
+    busy counters, every external-memory byte and every scratchpad row.
+
+    ``expect``: the error code the run must stop with (None: whatever the ISA simulator
+    says).  ``hazard_free``: the ISA simulator's hazard checker must find no conflict the wait
+    masks leave unordered (off for programs that are deliberately unordered, e.g. error
+    stops).  Returns ``(rtl, ref)``.
+    """
+    from sim.isa_sim import IsaSim
+
+    mem = bytearray(memory)
+    place_program(mem, instrs)
+    image = bytes(mem)
+    program = Program(config, list(instrs))
+    ref = IsaSim(config, check_hazards=hazard_free).run(program, image)
+    if hazard_free:
+        assert not ref.hazards, ref.hazards[0]
+    if expect is not None:
+        assert ref.error_code == expect, ref.error_message
+    rtl = run_program(program, image, build_dir=build_dir, dump_srams=True)
+    assert (rtl.error_code, rtl.stop_pc) == (ref.error_code, ref.stop_pc), \
+        (rtl.error_code, rtl.stop_pc, ref.error_code, ref.stop_pc, ref.error_message)
+    assert rtl.irq, "the interrupt line is not raised after the stop"
+    assert (rtl.cycles, rtl.unit_busy_cycles) == (ref.cycles, ref.busy)
+    assert_memory_equal(rtl.memory, bytes(ref.memory))
+    for name in ("asram", "wsram", "acc", "psram"):
+        want = getattr(ref.state, name)
+        assert_rows_equal(name, rtl.srams[name], want.view(np.uint8).reshape(rtl.srams[name].shape))
+    return rtl, ref
+
+
 def assert_memory_equal(got: bytes, want: bytes) -> None:
     assert len(got) == len(want)
     if got != want:

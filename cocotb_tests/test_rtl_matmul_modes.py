@@ -12,36 +12,14 @@ import pytest
 
 from isa import DEFAULT_CONFIG, SMALL_CONFIG, make
 from isa.instructions import ErrorCode, Sram, ValuOp, VecMem, VecType
-from isa.program import Program
-from hw.simulation import run_program
 
 from cocotb_tests import test_rtl_mxu
-from cocotb_tests.rtl_harness import assert_memory_equal, assert_rows_equal, place_program
+from cocotb_tests.rtl_harness import lockstep
 
 CFG = SMALL_CONFIG
 ASRAM, ACC, PSRAM = int(VecMem.ASRAM), int(VecMem.ACC), int(VecMem.PSRAM)
 
 
-def lockstep(build_dir, cfg, instrs, memory, expect: ErrorCode = ErrorCode.NONE):
-    """Run on the RTL and the ISA simulator (hazard checks on); assert they agree (and
-    that the run stops with ``expect``)."""
-    from sim.isa_sim import IsaSim
-
-    mem = bytearray(memory)
-    place_program(mem, instrs)
-    program = Program(cfg, instrs)
-    ref = IsaSim(cfg).run(program, bytes(mem))
-    assert not ref.hazards, ref.hazards[0]
-    assert ref.error_code == expect, ref.error_message
-    rtl = run_program(program, bytes(mem), build_dir=build_dir, dump_srams=True)
-    assert rtl.error_code == expect
-    assert rtl.stop_pc == (ref.error_pc if expect != ErrorCode.NONE else len(instrs) - 1)
-    assert (rtl.cycles, rtl.unit_busy_cycles) == (ref.cycles, ref.busy)
-    assert_memory_equal(rtl.memory, bytes(ref.memory))
-    for name in ("asram", "wsram", "acc", "psram"):
-        want = getattr(ref.state, name)
-        assert_rows_equal(name, rtl.srams[name], want.view(np.uint8).reshape(rtl.srams[name].shape))
-    return rtl, ref
 
 
 def layer_program(rng, cfg, n: int = 10, k_tiles: int = 3):

@@ -48,6 +48,7 @@ from tosa_ir.errors import Unsupported
 
 from compiler.ir import ConvLayer, CopyLayer
 from compiler.passes import movement
+from compiler.passes.brick_rows import move_via_rows
 from compiler.passes.decompose import DECOMPOSED_OPS, decompose
 from compiler.passes.depthwise import depthwise_layer
 from compiler.passes.elementwise import ELEMENTWISE_OPS, check_broadcast, elementwise_layer
@@ -553,8 +554,8 @@ class _Walk:
     def _slice(self, op: Operator) -> None:
         start, size = movement.slice_params(op, self.block)
         if start[3] % self.lanes:
-            raise unsupported(op, f"the slice starts at channel {start[3]}, not a multiple of {self.lanes} "
-                                  f"(one brick); {VPU_REASON}")
+            move_via_rows(self, op, f"the slice starts at channel {start[3]}, inside a brick")
+            return
         self._alias(op.outputs[0], Ref(self._require(op, op.inputs[0]), offset=start), size)
 
     def _reshape(self, op: Operator) -> None:
@@ -573,8 +574,9 @@ class _Walk:
                 self._copy(op, x, as_in, "RESHAPE of a window of a larger buffer")
             return
         if in4[3] != out4[3]:
-            raise unsupported(op, f"{self.block.tensor(x).shape} -> {self.block.tensor(out).shape} regroups "
-                                  f"channels ({in4[3]} -> {out4[3]}) and the bricks differ; {VPU_REASON}")
+            if self._needed(out):
+                move_via_rows(self, op, f"regroups channels ({in4[3]} -> {out4[3]})")
+            return
         if self._needed(out):
             self._root(out, out4, "computed")
             self._copy(op, x, out, "RESHAPE re-lays the pixels", relayout=True)
@@ -595,10 +597,9 @@ class _Walk:
             self.output_perms[out] = (x, perm)     # the host reads the transposed array
             return
         if perm[3] != 3:
-            perms = movement.ints(movement.operand(op, self.block, 1, ("perms", "perm")))
-            raise unsupported(op, f"perms {perms} move the channel axis; {VPU_REASON} (only N/H/W "
-                                  f"permutations are DMA copies; at graph inputs and outputs any "
-                                  f"permutation is the host's)")
+            if self._needed(out):
+                move_via_rows(self, op, "moves the channel axis")
+            return
         if self._needed(out):
             self._root(out, movement.activation(op, self.block, out, "output"), "computed")
             axes = "".join("NHW"[p] for p in perm[:3])
@@ -613,11 +614,9 @@ class _Walk:
             return
         n, h, w, c = movement.activation(op, self.block, op.inputs[0], "input")
         lanes = self.lanes
-        if pad[6] % lanes:
-            raise unsupported(op, f"pads {pad[6]} channels before, not a multiple of {lanes} (one brick); "
-                                  f"{VPU_REASON}")
-        if pad[7] and c % lanes:
-            raise unsupported(op, f"pads channels after {c} channels, which end inside a brick; {VPU_REASON}")
+        if pad[6] % lanes or (pad[7] and c % lanes):
+            move_via_rows(self, op, "pads channels inside a brick")
+            return
         x = self._require(op, op.inputs[0])
         self._root(out, movement.activation(op, self.block, out, "output"), "computed")
         self._copy(op, x, out, f"PAD with {value}", pad=pad, pad_value=value)
@@ -627,11 +626,9 @@ class _Walk:
         out = op.outputs[0]
         lanes = self.lanes
         if axis == 3:
-            for k, s in enumerate(shapes[:-1]):
-                if s[3] % lanes:
-                    raise unsupported(op, f"input {k} ({op.inputs[k]!r}) has {s[3]} channels, not a multiple "
-                                          f"of {lanes}, so the next input would start inside a brick; "
-                                          f"{VPU_REASON}")
+            if any(s[3] % lanes for s in shapes[:-1]):
+                move_via_rows(self, op, "an input starts inside a brick")
+                return
         root = self._root(out, movement.activation(op, self.block, out, "output"), "computed")
         at = 0
         for k, (name, s) in enumerate(zip(op.inputs, shapes)):

@@ -6,7 +6,8 @@ innermost loop becomes the DMA *line* when it is contiguous in the destination (
 element is a line of its own); a DMA_LOAD in element mode gathers lines (any source stride,
 negative or zero) into ASRAM, each line from a fresh word, and a DMA_STORE in element mode
 writes the same lines' elements (byte-masked: padding lanes of the destination rows are
-left alone).  Up to two further loops are the DMAs' line and plane loops (strides there are
+left alone).  Lines that are whole bus words on both sides, at word addresses and strides
+(whole rows, whole bricks), go in word mode instead: a word per cycle, not an element.  Up to two further loops are the DMAs' line and plane loops (strides there are
 unsigned: a loop with a negative source stride is unrolled); the rest are unrolled, and
 chunks alternate between two ASRAM slots so loads overlap stores.
 """
@@ -41,6 +42,11 @@ def _merge(loops):
         else:
             out.append(lp)
     return out
+
+
+def _whole_words(bus: int, *values: int) -> bool:
+    """True if every byte count or address in ``values`` is a whole number of bus words."""
+    return all(v % bus == 0 for v in values)
 
 
 def lower_moves(layer: MoveLayer, flow, ext: ExtPlan, config: NpuConfig, index: int):
@@ -88,12 +94,20 @@ def lower_moves(layer: MoveLayer, flow, ext: ExtPlan, config: NpuConfig, index: 
                         step += 1
                         s_at = src0 + so + a1 * l1[1] + a2 * l2[1]
                         d_at = dst0 + do + a1 * l1[2] + a2 * l2[2]
+                        st1 = (l1[1] if c1 > 1 else 0, l1[2] if c1 > 1 else 0)
+                        st2 = (l2[1] if c2 > 1 else 0, l2[2] if c2 > 1 else 0)
+                        if part.source is not None and s0 == e and _whole_words(bus, n * e, s_at, d_at, *st1, *st2):
+                            # Lines of whole words on both sides: word mode, a word per cycle.
+                            mode, n0 = dict(elem=0, stride0=0), n * e // bus
+                            load_mode = store_mode = mode
+                        else:
+                            n0 = n
+                            load_mode = dict(elem=e, stride0=s0 if part.source is not None else 0)
+                            store_mode = dict(elem=e, stride0=e)
                         ops.append(new_op(config, index, "DMA_LOAD", sram=Sram.ASRAM, sram_addr=sram,
-                                          ext_addr=s_at, elem=e, stride0=s0 if part.source is not None else 0,
-                                          len0=n, len1=c1, stride1=l1[1] if c1 > 1 else 0, len2=c2,
-                                          stride2=l2[1] if c2 > 1 else 0))
+                                          ext_addr=s_at, **load_mode, len0=n0, len1=c1, stride1=st1[0],
+                                          len2=c2, stride2=st2[0]))
                         ops.append(new_op(config, index, "DMA_STORE", sram=Sram.ASRAM, sram_addr=sram,
-                                          ext_addr=d_at, elem=e, stride0=e, len0=n, len1=c1,
-                                          stride1=l1[2] if c1 > 1 else 0, len2=c2,
-                                          stride2=l2[2] if c2 > 1 else 0))
+                                          ext_addr=d_at, **store_mode, len0=n0, len1=c1, stride1=st1[1],
+                                          len2=c2, stride2=st2[1]))
     return EltPlan(layer, ops, budget)
