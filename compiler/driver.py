@@ -56,6 +56,13 @@ from compiler.program_builder import build_program
 LOOP_SEARCH_LIMIT = 16384
 
 
+def _instructions(plan) -> int:
+    """Straight-line instructions of a layer's plan (a conv's estimate, else its ops)."""
+    if plan is None:
+        return 0
+    return plan.estimate["instructions"] if isinstance(plan, ConvPlan) else len(getattr(plan, "ops", ()))
+
+
 class InstructionMemoryFull(Unsupported):
     """The program does not fit the instruction memory (``needed`` instructions)."""
 
@@ -200,8 +207,8 @@ def run_pipeline(graph: Graph, config: NpuConfig = DEFAULT_CONFIG, loops: bool =
                     f"the program needs about {estimated} straight-line instructions, more than the "
                     f"compiler's loop compression takes ({LOOP_SEARCH_LIMIT}); the NPU's instruction memory "
                     f"holds {config.imem_rows} (largest layers: "
-                    + ", ".join(f"{layers[i].where()} {plans[i].estimate['instructions']}"
-                                for i in sorted(convs, key=lambda i: -plans[i].estimate["instructions"])[:3])
+                    + ", ".join(f"{layers[i].where()} {_instructions(plans[i])}"
+                                for i in sorted(range(len(plans)), key=lambda i: -_instructions(plans[i]))[:3])
                     + ")", estimated)
             continue
         ops: list[Op] = []

@@ -17,17 +17,17 @@ from dataclasses import dataclass, field
 import numpy as np
 
 
-class SingleTensorLayer:
-    """A layer that reads tensor ``input`` and writes tensor ``output`` (conv, pool)."""
+class Layer:
+    """What every layer kind shares: a ``name`` and the ``location`` of its first operator
+    for messages, and (unless a kind says otherwise) one output tensor ``output``.
+
+    Kinds are dataclasses deriving from this plain class, so it adds no fields; each kind
+    says which tensors it ``reads``.
+    """
 
     name: str
-    input: str
     output: str
     location: str
-
-    @property
-    def reads(self) -> list[str]:
-        return [self.input]
 
     @property
     def writes(self) -> list[str]:
@@ -35,6 +35,26 @@ class SingleTensorLayer:
 
     def where(self) -> str:
         return f"{self.name} ({self.location})" if self.location else self.name
+
+
+class SingleTensorLayer(Layer):
+    """A layer that reads tensor ``input`` and writes tensor ``output`` (conv, pool, ...)."""
+
+    input: str
+
+    @property
+    def reads(self) -> list[str]:
+        return [self.input]
+
+
+class MultiInputLayer(Layer):
+    """A layer that reads the tensors ``inputs`` and writes tensor ``output`` (elementwise, ...)."""
+
+    inputs: list[str]
+
+    @property
+    def reads(self) -> list[str]:
+        return list(self.inputs)
 
 
 @dataclass
@@ -108,7 +128,7 @@ class ConvLayer(SingleTensorLayer):
 
 
 @dataclass
-class CopyLayer:
+class CopyLayer(Layer):
     """A DMA copy from one brick view to another (compiler/passes/lowering/copy.py).
 
     One of three kinds, by its fields:
@@ -152,6 +172,3 @@ class CopyLayer:
     @property
     def writes(self) -> list[str]:
         return [self.dst]
-
-    def where(self) -> str:
-        return f"{self.name} ({self.location})" if self.location else self.name

@@ -30,7 +30,9 @@ Branches
     enters IR at ``c+3``.  Its interval is the read cycle (start = end = c).  A BRANCH
     stopped by BRANCH_LIMIT stops the NPU at the first cycle at or after ``c+1`` in which
     every unit is idle; an illegal BRANCH like any failing instruction.  :meth:`run` (no
-    data) takes ALWAYS branches and never conditional ones.
+    data: estimates) takes forward ALWAYS branches only; conditional and backward branches
+    fall through, so a data-dependent loop's body counts once (a loop built from branches
+    needs a conditional exit anyway; following its back edge would walk to BRANCH_LIMIT).
 Units (command issued at cycle c; a unit is busy on cycles ``start .. end``)
     DMA_LOAD:  ``S = len2*(len1+pad_b1+pad_a1)*(len0+pad_b0+pad_a0)*X``; busy c+1 .. c+S+L.
     DMA_STORE: ``N = len0*len1*len2*X``; busy c+1 .. c+N+1.
@@ -56,10 +58,10 @@ from typing import NamedTuple
 from isa import dma
 from isa import matmul
 from isa.config import NpuConfig
-from isa.instructions import INSTR_BYTES, BranchTest, ErrorCode, Unit
+from isa.instructions import INSTR_BYTES, BranchTest, Unit
 from isa.vector import schedule
 
-from sim.isa_branch import BackwardBudget, check
+from sim.isa_branch import check
 from sim.isa_loops import LoopStack
 from sim.isa_units import Trap
 
@@ -254,10 +256,10 @@ def _waits(instr) -> list[str]:
 
 def _issue_order(instructions, prog_len: int, config: NpuConfig):
     """(pc, instruction, stops, taken) in issue order, following the LOOPs (sim/isa_loops.py)
-    and the ALWAYS BRANCHes (conditional ones fall through: there is no data here) up to a
-    HALT, an illegal LOOP or BRANCH, BRANCH_LIMIT (``stops``) or the end of ``instructions``."""
+    and the forward ALWAYS BRANCHes (the others fall through: there is no data here, see
+    the module docstring) up to a HALT, an illegal LOOP or BRANCH (``stops``) or the end of
+    ``instructions``."""
     loops = LoopStack(prog_len)
-    budget = BackwardBudget()
     pc = 0
     while pc < len(instructions):
         instr = instructions[pc]
@@ -269,12 +271,10 @@ def _issue_order(instructions, prog_len: int, config: NpuConfig):
             v = instr.values
             try:
                 check(pc, v, prog_len, loops.active, config)
-                jumps = v["test"] == BranchTest.ALWAYS
-                if jumps:
-                    budget.take(pc, v)
-            except Trap as t:
-                yield pc, instr, "late" if t.code == ErrorCode.BRANCH_LIMIT else True, False
+            except Trap:
+                yield pc, instr, True, False
                 return
+            jumps = v["test"] == BranchTest.ALWAYS and v["target"] > pc
             yield pc, instr, False, jumps
             pc = v["target"] if jumps else pc + 1
             continue

@@ -2,7 +2,7 @@
 that add up to the run's cycles, bounds from the layers' MACs and least traffic."""
 from __future__ import annotations
 
-import importlib.util
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -14,17 +14,13 @@ from compiler.driver import run_pipeline
 from isa.config import DEFAULT_CONFIG
 from sim.isa_sim import IsaSim
 
-ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(Path(__file__).parent))
+import tool_modules  # noqa: E402
 
 
 @pytest.fixture(scope="module")
 def small_alexnet(tmp_path_factory):
-    spec = importlib.util.spec_from_file_location("make_alexnet", ROOT / "tools" / "make_alexnet.py")
-    tool = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(tool)
-    out = tmp_path_factory.mktemp("alexnet16")
-    tool.build(out, width_div=16, calib=2, test=1, report=False, log=lambda *a: None)
-    return out / "alexnet_int8.tosa", out / "input.npz"
+    return tool_modules.small_alexnet(tmp_path_factory.mktemp("alexnet16"))
 
 
 def test_rows_add_up_to_the_simulated_cycles(small_alexnet):

@@ -1,30 +1,15 @@
 """The `npu` command line as a user runs it: outputs, exit codes, one-line errors."""
-import subprocess
 import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(Path(__file__).parent))
+from cli_helpers import ROOT, assert_user_error, npu  # noqa: E402
+
 SLICE = ROOT / "models" / "slice"
 MODEL = SLICE / "conv_rescale_clamp.tosa"
-
-
-def npu(*args, cwd=None):
-    proc = subprocess.run([sys.executable, "-m", "npu", *map(str, args)], capture_output=True, text=True,
-                          cwd=cwd, timeout=300)
-    return proc.returncode, proc.stdout, proc.stderr
-
-
-def assert_user_error(result, code, *words):
-    rc, out, err = result
-    assert rc == code, (rc, out, err)
-    assert "Traceback" not in err
-    lines = err.strip().splitlines()
-    assert len(lines) == 1, err
-    for w in words:
-        assert w in lines[0], lines[0]
 
 
 def test_help():
@@ -93,7 +78,6 @@ def test_bad_inputs_give_exit_2(tmp_path):
 def test_unsupported_operator_gives_exit_3(tmp_path):
     from tosa_ir.tosa_fb import write_tosa
 
-    sys.path.insert(0, str(Path(__file__).parent))
     from vector_graphs import while_loop_graph
 
     from tosa_ir import Operator
@@ -113,7 +97,6 @@ def test_unsupported_operator_gives_exit_3(tmp_path):
 
 
 def test_float_model_needs_and_uses_calibration(tmp_path):
-    sys.path.insert(0, str(Path(__file__).parent))
     from nnef_helpers import TINY_CNN, random_weights, write_model
 
     folder = write_model(tmp_path / "tiny", TINY_CNN, random_weights(TINY_CNN))

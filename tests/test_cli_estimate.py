@@ -1,7 +1,6 @@
 """`npu estimate`: the per-layer table, its CSV and SVG, against the compiler's estimate, the
 ISA simulator's cycle count and figures recomputed from the model file; bad inputs."""
 import csv
-import subprocess
 import sys
 import xml.etree.ElementTree as ET
 from pathlib import Path
@@ -9,7 +8,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(Path(__file__).parent))
+from cli_helpers import ROOT, assert_user_error, npu  # noqa: E402
+
 SLICE = ROOT / "models" / "slice" / "conv_rescale_clamp.tosa"
 TFLITE = ROOT / "tests" / "fixtures" / "tflite"
 SVG = "{http://www.w3.org/2000/svg}"
@@ -17,21 +18,8 @@ COLUMNS = ["layer", "operators", "MACs", "cycles", "utilisation_pct", "read_byte
            "limit", "ratio", "instructions"]
 
 
-def npu(*args):
-    proc = subprocess.run([sys.executable, "-m", "npu", *map(str, args)], capture_output=True, text=True,
-                          cwd=ROOT, timeout=120)
-    return proc.returncode, proc.stdout, proc.stderr
-
-
-def assert_user_error(result, code, *words):
-    rc, out, err = result
-    assert rc == code, (rc, out, err)
-    assert "Traceback" not in err
-    lines = err.strip().splitlines()
-    assert len(lines) == 1, err
-    assert lines[0].startswith("npu estimate: error: "), lines[0]
-    for w in words:
-        assert w in lines[0], lines[0]
+def assert_estimate_error(result, code, *words):
+    assert_user_error(result, code, *words, prefix="npu estimate: error: ")
 
 
 def read_csv(path: Path) -> tuple[list[dict], dict]:
@@ -133,7 +121,6 @@ def test_per_layer_lists_every_layer(tmp_path):
 
 
 def test_float_model_with_calibration(tmp_path):
-    sys.path.insert(0, str(Path(__file__).parent))
     from nnef_helpers import TINY_CNN, random_weights, write_model
 
     folder = write_model(tmp_path / "tiny", TINY_CNN, random_weights(TINY_CNN))
@@ -142,7 +129,7 @@ def test_float_model_with_calibration(tmp_path):
     shape = load_nnef(folder).main.tensors["input"].shape
     rng = np.random.default_rng(0)
     np.savez(tmp_path / "calib.npz", input=rng.standard_normal((4, *shape[1:])).astype(np.float32))
-    assert_user_error(npu("estimate", folder), 3, "--calibrate")
+    assert_estimate_error(npu("estimate", folder), 3, "--calibrate")
     _, layers, _, _ = estimate_and_check(tmp_path, folder, "--calibrate", tmp_path / "calib.npz")
     assert any(int(r["MACs"]) for r in layers)
 
@@ -150,23 +137,22 @@ def test_float_model_with_calibration(tmp_path):
 def test_bad_inputs(tmp_path):
     from tosa_ir.tosa_fb import write_tosa
 
-    assert_user_error(npu("estimate", tmp_path / "missing.tosa"), 2, "missing.tosa")
+    assert_estimate_error(npu("estimate", tmp_path / "missing.tosa"), 2, "missing.tosa")
     bad = tmp_path / "bad.tosa"
     bad.write_bytes(SLICE.read_bytes()[:200])
-    assert_user_error(npu("estimate", bad), 2, "bad.tosa")
+    assert_estimate_error(npu("estimate", bad), 2, "bad.tosa")
     config = tmp_path / "npu.json"
     config.write_text("{not json")
-    assert_user_error(npu("estimate", SLICE, "--config", config), 2, "npu.json")
-    assert_user_error(npu("estimate", SLICE, "--csv", tmp_path / "no" / "such" / "dir.csv"), 2, "dir.csv")
+    assert_estimate_error(npu("estimate", SLICE, "--config", config), 2, "npu.json")
+    assert_estimate_error(npu("estimate", SLICE, "--csv", tmp_path / "no" / "such" / "dir.csv"), 2, "dir.csv")
     prog = tmp_path / "slice.npuprog"
     assert npu("compile", SLICE, "-o", prog)[0] == 0
-    assert_user_error(npu("estimate", prog), 2, "slice.npuprog", "model file")
-    sys.path.insert(0, str(Path(__file__).parent))
+    assert_estimate_error(npu("estimate", prog), 2, "slice.npuprog", "model file")
     from vector_graphs import while_loop_graph
 
     loop = tmp_path / "loop.tosa"
     loop.write_bytes(write_tosa(while_loop_graph()))
-    assert_user_error(npu("estimate", loop), 3, "WHILE_LOOP", "--per-layer")
+    assert_estimate_error(npu("estimate", loop), 3, "WHILE_LOOP", "--per-layer")
 
 
 def test_bench_roofline_writes_the_plot(tmp_path):

@@ -7,7 +7,7 @@ reference interpreter, and so does every layer on its own, moving no data.
 """
 from __future__ import annotations
 
-import importlib.util
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -21,18 +21,16 @@ from sim.isa_sim import IsaSim
 from sim.reference import run_graph
 from tosa_ir.tosa_fb import read_tosa
 
-ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(Path(__file__).parent))
+from tool_modules import small_alexnet  # noqa: E402
 
 
 @pytest.fixture(scope="module")
 def alexnet(tmp_path_factory):
-    spec = importlib.util.spec_from_file_location("make_alexnet", ROOT / "tools" / "make_alexnet.py")
-    tool = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(tool)
     out = tmp_path_factory.mktemp("alexnet16")
-    tool.build(out, width_div=16, calib=2, test=1, report=False, log=lambda *a: None)
-    graph = read_tosa((out / "alexnet_int8.tosa").read_bytes(), source="alexnet_int8.tosa")
-    with np.load(out / "input.npz") as data:
+    model, inputs = small_alexnet(out)
+    graph = read_tosa(model.read_bytes(), source=model.name)
+    with np.load(inputs) as data:
         x = data[data.files[0]]
     return out, graph, x
 

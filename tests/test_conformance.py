@@ -23,8 +23,8 @@ from npu import conformance
 from npu.cli import main as cli_main
 from tosa_ir.errors import Unsupported
 
-REPO = Path(__file__).resolve().parent.parent
-CACHE = REPO / "build" / "conformance"
+sys.path.insert(0, str(Path(__file__).parent))
+from tool_modules import conformance_corpus  # noqa: E402
 
 if importlib.util.find_spec("tosa_reference_model") is None:  # pragma: no cover
     pytest.skip("tosa-tools (the official TOSA tools, a test extra) is not installed",
@@ -46,30 +46,15 @@ PRO_INT_OPERATORS = [
 SUMMARY = re.compile(r"^(\d+) passed, (\d+) failed(?:, (\d+) unsupported)?(?:, (\d+) skipped)?$")
 
 
-def _tool():
-    """tools/make_conformance_corpus.py as a module (tools/ is not a package)."""
-    name = "make_conformance_corpus"
-    if name not in sys.modules:
-        spec = importlib.util.spec_from_file_location(
-            name, REPO / "tools" / "make_conformance_corpus.py")
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[name] = module   # dataclasses and pickling look modules up by name
-        spec.loader.exec_module(module)
-    return sys.modules[name]
-
-
 @pytest.fixture(scope="session")
 def corpus() -> Path:
-    tool = _tool()
-    return tool.ensure_corpus(CACHE, tool.CorpusOptions(), jobs=2)
+    return conformance_corpus()
 
 
 @pytest.fixture(scope="session")
 def small_corpus() -> Path:
     """A few ADD and NEGATE tests, for the runner's own tests."""
-    tool = _tool()
-    return tool.ensure_corpus(CACHE, tool.CorpusOptions(ops="^(add|negate)$", max_per_op=2),
-                              jobs=2)
+    return conformance_corpus(ops="^(add|negate)$", max_per_op=2)
 
 
 @pytest.fixture(scope="session")

@@ -15,8 +15,8 @@ import pytest
 from isa.config import DEFAULT_CONFIG
 from npu import conformance
 
-REPO = Path(__file__).resolve().parent.parent
-CACHE = REPO / "build" / "conformance"
+sys.path.insert(0, str(Path(__file__).parent))
+from tool_modules import conformance_corpus  # noqa: E402
 
 if importlib.util.find_spec("tosa_reference_model") is None:  # pragma: no cover
     pytest.skip("tosa-tools (the official TOSA tools, a test extra) is not installed",
@@ -29,26 +29,15 @@ OPERATORS = [
     "logical_left_shift", "logical_not", "logical_or", "logical_right_shift", "logical_xor", "matmul",
     "max_pool2d", "maximum", "minimum", "mul", "negate", "pad", "reduce_all", "reduce_any", "reduce_max",
     "reduce_min", "reduce_sum", "rescale", "reshape", "resize", "reverse", "scatter", "select", "slice",
-    "sub", "table", "tile", "transpose",
+    "sub", "table", "tile", "transpose", "while_loop",
 ]
 # Positive tests the NPU does not run yet (compiler/README.md says why).
 NOT_YET = ("i16xi8_acci48", "modeB_outi48", "depthwise_conv2d_5x5_1x41x49x46")
 
 
-def _tool():
-    name = "make_conformance_corpus"
-    if name not in sys.modules:
-        spec = importlib.util.spec_from_file_location(name, REPO / "tools" / "make_conformance_corpus.py")
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[name] = module
-        spec.loader.exec_module(module)
-    return sys.modules[name]
-
-
 @pytest.fixture(scope="module")
 def sample() -> list[tuple[str, Path]]:
-    tool = _tool()
-    corpus = tool.ensure_corpus(CACHE, tool.CorpusOptions(), jobs=2)
+    corpus = conformance_corpus()
     chosen = []
     for op in OPERATORS:
         tests = conformance.find_tests([str(corpus / op)])

@@ -7,7 +7,6 @@ Khronos NNEF runtime and whose integers match the official TOSA reference model.
 """
 from __future__ import annotations
 
-import importlib.util
 import os
 import sys
 from pathlib import Path
@@ -17,6 +16,7 @@ import pytest
 
 sys.path.insert(0, os.path.dirname(__file__))
 from nnef_helpers import khronos_run, official_run, snr_db  # noqa: E402
+from tool_modules import load_tool  # noqa: E402
 
 from compiler.quantize import evaluate  # noqa: E402
 from sim.reference import run_graph  # noqa: E402
@@ -30,11 +30,7 @@ NPU_OPS = {"CONV2D", "DEPTHWISE_CONV2D", "MATMUL", "RESCALE", "CLAMP", "MAX_POOL
 
 
 def _tool():
-    spec = importlib.util.spec_from_file_location("make_alexnet", ROOT / "tools" /
-                                                  "make_alexnet.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_tool("make_alexnet")
 
 
 @pytest.fixture(scope="module")

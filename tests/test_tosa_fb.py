@@ -14,7 +14,6 @@ the operators the official serializer had written (taken from its own files).
 from __future__ import annotations
 
 import dataclasses
-import importlib.util
 import os
 import re
 import subprocess
@@ -33,6 +32,7 @@ import tosa_serializer as ts  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(__file__))
 import oracle  # noqa: E402
+from tool_modules import load_tool  # noqa: E402
 
 from tosa_ir import Block, Graph, InvalidInput, Operator, Region, Tensor, Unsupported  # noqa: E402
 from tosa_ir._fb import schema  # noqa: E402
@@ -50,10 +50,7 @@ DT = {"bool": ts.DType.BOOL, "int4": ts.DType.INT4, "int8": ts.DType.INT8,
 
 
 def _load_tool():
-    spec = importlib.util.spec_from_file_location("make_slice_model", ROOT / "tools" / "make_slice_model.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_tool("make_slice_model")
 
 
 # ---------------------------------------------------------------------------------------

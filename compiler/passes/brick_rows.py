@@ -46,6 +46,18 @@ def brick_rows_layer(name: str, brick: str, rows: str, view: BrickView, to_rows:
     return MoveLayer(name, [rows], brick, 1, [part], ops=list(ops), location=location)
 
 
+def rows_copy(walk, op: Operator, x: str, desc: list[str] | None = None) -> str:
+    """The name of a rows copy of the int8 brick tensor ``x`` (made once per tensor)."""
+    flow = walk.flow
+    src = walk._require(op, x)
+    name = f"{x}@rows"
+    if name not in flow.refs:
+        walk._root(name, tuple(walk.block.tensor(x).shape), "computed", layout="rows", dtype="int8")
+        flow.layers.append(brick_rows_layer(walk._name("move"), src, name, flow.view(src), True,
+                                            desc or [op.describe()], op.location))
+    return name
+
+
 def move_via_rows(walk, op: Operator, why: str) -> None:
     """Lower the data-movement operator ``op`` of brick tensors through the rows layout (see
     the module docstring).  ``walk`` is the dataflow pass's walker; ``why`` says in the
@@ -54,16 +66,7 @@ def move_via_rows(walk, op: Operator, why: str) -> None:
     desc = [f"{op.describe()} ({why}: through the rows layout)"]
     rows_of: dict[str, str] = {}
     for x in dict.fromkeys(walk._data_inputs(op)):
-        if walk._is_rows(x):
-            rows_of[x] = walk._require_vec(op, x)
-            continue
-        src = walk._require(op, x)
-        name = f"{x}@rows"
-        if name not in flow.refs:
-            walk._root(name, tuple(block.tensor(x).shape), "computed", layout="rows", dtype="int8")
-            flow.layers.append(brick_rows_layer(walk._name("move"), src, name, flow.view(src), True, desc,
-                                                op.location))
-        rows_of[x] = name
+        rows_of[x] = walk._require_vec(op, x) if walk._is_rows(x) else rows_copy(walk, op, x, desc)
     out = op.outputs[0]
     out_t = block.tensor(out)
     out_shape = tuple(out_t.shape)

@@ -14,19 +14,21 @@ What each data-movement operator becomes (``L`` = bus bytes = channels per brick
 ==========  =====================================================================================
 RESHAPE     a view when the brick bytes of both shapes coincide (compiler/views.py
             ``same_bytes``: e.g. ``[1,1,1,C] <-> [1,C]``, or any change of N/H/W with C <= L);
-            a DMA copy re-laying the pixels when the channel count stays; else Unsupported
-            (values would change lanes)
+            a DMA copy re-laying the pixels when the channel count stays; else (values change
+            lanes) copies through the rows layout (compiler/passes/brick_rows.py)
 TRANSPOSE   of a graph input, when the input feeds only such TRANSPOSEs: folded into the
             input binding (the host packs the transposed array); of a graph output: folded
             into the output binding; interior, permuting only N/H/W: a strided DMA copy;
-            moving the channel axis: Unsupported
+            moving the channel axis: through the rows layout
 SLICE       a view (the consumer's DMA reads the window: start offsets in the address, sizes
-            in the lengths); channel starts must be multiples of L
+            in the lengths); a channel start inside a brick: through the rows layout
 PAD         folded into each consumer CONV2D whose input zero point equals the pad value
-            (H/W padding only); else a DMA copy with pad fill (channel padding in whole bricks)
+            (H/W padding only); else a DMA copy with pad fill (channel padding inside a brick:
+            through the rows layout)
 CONCAT      in place: a producer (conv or copy) whose only use is the CONCAT writes straight
             into its slot of the concatenated root; other inputs are copied there.  Along
-            channels every input but the last must be a whole number of bricks
+            channels with an input ending inside a brick: through the rows layout
+REVERSE     through the rows layout (TILE too)
 IDENTITY    a view
 ==========  =====================================================================================
 
@@ -48,7 +50,7 @@ from tosa_ir.errors import Unsupported
 
 from compiler.ir import ConvLayer, CopyLayer
 from compiler.passes import movement
-from compiler.passes.brick_rows import move_via_rows
+from compiler.passes.brick_rows import move_via_rows, rows_copy
 from compiler.passes.decompose import DECOMPOSED_OPS, decompose
 from compiler.passes.depthwise import depthwise_layer
 from compiler.passes.elementwise import ELEMENTWISE_OPS, check_broadcast, elementwise_layer
@@ -58,6 +60,7 @@ from compiler.passes.mxu_conv import mxu_conv
 from compiler.passes.pooling import POOL_OPS, pool_layer
 from compiler.passes.pooling_rows import rows_pool_layer
 from compiler.passes.reduce import REDUCE_OPS, reduce_layer
+from compiler.passes.reduce_split import reduce_long
 from compiler.views import BrickView, dense_strides, flat_compatible, same_bytes, shape4
 
 SUPPORTED_OPS = (CONST_OPS + ("CONV2D", "RESCALE", "CLAMP") + movement.MOVEMENT_OPS + POOL_OPS + ELEMENTWISE_OPS
@@ -354,7 +357,12 @@ class _Walk:
         self.flow.layers.append(layer)
 
     def _reduce(self, op: Operator) -> None:
+        if reduce_long(self, op):     # longer than one VPOOL window: split (passes/reduce_split.py)
+            return
         layer = reduce_layer(op, self.block, self._name("reduce"))
+        x = self.block.tensor(layer.input)
+        if not self._is_rows(layer.input) and layer.axis == len(x.shape) - 1 and x.shape[-1] > self.lanes:
+            layer.input = rows_copy(self, op, layer.input)     # channels of several bricks: as rows
         layer.input = self._require_vec(op, layer.input)
         self._vector_output(layer.output)
         self.flow.layers.append(layer)
@@ -604,6 +612,15 @@ class _Walk:
             self._root(out, movement.activation(op, self.block, out, "output"), "computed")
             axes = "".join("NHW"[p] for p in perm[:3])
             self._copy(op, x, out, f"TRANSPOSE NHW -> {axes}", perm=tuple(perm[:3]))
+
+    def _reverse(self, op: Operator) -> None:
+        # (brick to brick with negative strides would save two copies; rare enough for now)
+        if self._needed(op.outputs[0]):
+            move_via_rows(self, op, "REVERSE of a brick tensor")
+
+    def _tile(self, op: Operator) -> None:
+        if self._needed(op.outputs[0]):
+            move_via_rows(self, op, "TILE of a brick tensor")
 
     def _pad(self, op: Operator) -> None:
         pad, value = movement.pad_params(op, self.block)

@@ -19,8 +19,9 @@ compiler/passes/dataflow.py): data-dependent selection becomes compare, select a
   (VRESCALE to int32, VALU MUL by an int32 constant broadcast over channels, ADD); int16
   BILINEAR (int48) runs on the MAC array (compiler/passes/resize_wide.py).
 
-Every intermediate is a rows tensor of its own; reductions hold at most 255 elements per
-window (REDUCE's limit), so K (GATHER), W (SCATTER) and the ARGMAX axis are bounded so.
+Every intermediate is a rows tensor of its own; a reduction longer than one VPOOL window
+(255 elements: K of GATHER, W of SCATTER, a long ARGMAX axis) is split in two
+(compiler/passes/reduce_split.py).
 """
 from __future__ import annotations
 
@@ -77,6 +78,10 @@ class _Builder:
 
     def reduce(self, x: str, axis: int, mode: str, dtype: VecType, out_dtype: str) -> str:
         shape = self.shape(x)
+        if shape[axis] > WINDOW_MAX:
+            from compiler.passes.reduce_split import split_reduce     # (it imports this module)
+
+            return split_reduce(self, x, axis, mode, dtype, out_dtype)
         out = self.tmp(tuple(1 if i == axis else d for i, d in enumerate(shape)), out_dtype)
         self.layer(ReduceLayer(f"{self.base}.l{self.count}", x, out, shape, axis, mode, dtype))
         return out
@@ -116,8 +121,6 @@ def decompose(walk, op: Operator) -> None:
         shape = tuple(xt.shape)
         if not 0 <= axis < len(shape):
             raise invalid(op, f"axis {axis} outside rank {len(shape)}")
-        if shape[axis] > WINDOW_MAX:
-            raise unsupported(op, f"{shape[axis]} elements along the axis; one VPOOL window holds {WINDOW_MAX}")
         t = VEC_TYPES[xt.dtype]
         m = b.reduce(x, axis, "max", t, xt.dtype)
         eq = b.valu(ValuOp.EQUAL, t, [x, m], [t, t], shape, "bool", VecType.INT8)
@@ -141,45 +144,48 @@ def decompose(walk, op: Operator) -> None:
         return
     if op.op == "GATHER":
         values, indices = (walk._require_vec(op, t) for t in op.inputs[:2])
-        vt = block.tensor(op.inputs[0])
-        if vt.dtype not in LOWEST or block.tensor(op.inputs[1]).dtype != "int32":
-            raise unsupported(op, f"GATHER of {vt.dtype} by {block.tensor(op.inputs[1]).dtype}")
-        n, k, c = vt.shape
-        w = block.tensor(op.inputs[1]).shape[1]
-        if k > WINDOW_MAX:
-            raise unsupported(op, f"K = {k} values to choose from; one VPOOL window holds {WINDOW_MAX}")
+        vt, n, k, c, w = _index_shapes(op, block)
         t = VEC_TYPES[vt.dtype]
-        idx4 = b.reshape(indices, (n, w, 1, 1), "int32")
-        iota = b.const(np.arange(k).reshape(1, 1, k, 1), "int32")
-        eq = b.valu(ValuOp.EQUAL, VecType.INT32, [idx4, iota], [VecType.INT32] * 2, (n, w, k, 1), "bool",
-                    VecType.INT8)
-        vals4 = b.reshape(values, (n, 1, k, c), vt.dtype)
-        low = b.const(np.full((1, 1, 1, 1), LOWEST[vt.dtype]), vt.dtype)
-        sel = b.valu(ValuOp.SELECT, t, [eq, vals4, low], [VecType.INT8, t, t], (n, w, k, c), vt.dtype, t)
+        _, sel = _select_at_index(b, indices, values, (n, 1, k, c), vt.dtype, (n, w, k, c))
         red = b.reduce(sel, 2, "max", t, vt.dtype)
         b.reshape(red, (n, w, c), vt.dtype, name=op.outputs[0])
         return
     # SCATTER
     values_in, indices, source = (walk._require_vec(op, t) for t in op.inputs[:3])
-    vt = block.tensor(op.inputs[0])
-    if vt.dtype not in LOWEST or block.tensor(op.inputs[1]).dtype != "int32":
-        raise unsupported(op, f"SCATTER of {vt.dtype} by {block.tensor(op.inputs[1]).dtype}")
-    n, k, c = vt.shape
-    w = block.tensor(op.inputs[1]).shape[1]
-    if w > WINDOW_MAX:
-        raise unsupported(op, f"W = {w} updates per batch; one VPOOL window holds {WINDOW_MAX}")
+    vt, n, k, c, w = _index_shapes(op, block)
     t = VEC_TYPES[vt.dtype]
-    idx4 = b.reshape(indices, (n, w, 1, 1), "int32")
-    iota = b.const(np.arange(k).reshape(1, 1, k, 1), "int32")
-    eq = b.valu(ValuOp.EQUAL, VecType.INT32, [idx4, iota], [VecType.INT32] * 2, (n, w, k, 1), "bool", VecType.INT8)
-    src4 = b.reshape(source, (n, w, 1, c), vt.dtype)
-    low = b.const(np.full((1, 1, 1, 1), LOWEST[vt.dtype]), vt.dtype)
-    sel = b.valu(ValuOp.SELECT, t, [eq, src4, low], [VecType.INT8, t, t], (n, w, k, c), vt.dtype, t)
+    eq, sel = _select_at_index(b, indices, source, (n, w, 1, c), vt.dtype, (n, w, k, c))
     red = b.reduce(sel, 1, "max", t, vt.dtype)                      # [n, 1, k, c]
     hit = b.reduce(eq, 1, "max", VecType.INT8, "bool")              # [n, 1, k, 1]
     vin4 = b.reshape(values_in, (n, 1, k, c), vt.dtype)
     res = b.valu(ValuOp.SELECT, t, [hit, red, vin4], [VecType.INT8, t, t], (n, 1, k, c), vt.dtype, t)
     b.reshape(res, (n, k, c), vt.dtype, name=op.outputs[0])
+
+
+def _index_shapes(op: Operator, block) -> tuple:
+    """GATHER / SCATTER's checked operands: (values tensor, N, K, C, W)."""
+    vt, it = block.tensor(op.inputs[0]), block.tensor(op.inputs[1])
+    if vt.dtype not in LOWEST or it.dtype != "int32":
+        raise unsupported(op, f"{op.op} of {vt.dtype} by {it.dtype}")
+    n, k, c = vt.shape
+    return vt, n, k, c, it.shape[1]
+
+
+def _select_at_index(b: _Builder, indices: str, data: str, data_shape: tuple, dtype: str,
+                     shape: tuple[int, int, int, int]) -> tuple[str, str]:
+    """GATHER / SCATTER's one-hot choice over ``shape`` ``(N, W, K, C)``: ``eq[n, w, k]`` is
+    ``indices[n, w] == k``; ``sel`` is ``data`` (reshaped to ``data_shape``, broadcast) where
+    ``eq``, else ``dtype``'s lowest value, so a MAX over W or K picks the chosen element.
+    Returns (eq, sel)."""
+    n, w, k, c = shape
+    t = VEC_TYPES[dtype]
+    idx4 = b.reshape(indices, (n, w, 1, 1), "int32")
+    iota = b.const(np.arange(k).reshape(1, 1, k, 1), "int32")
+    eq = b.valu(ValuOp.EQUAL, VecType.INT32, [idx4, iota], [VecType.INT32] * 2, (n, w, k, 1), "bool", VecType.INT8)
+    data4 = b.reshape(data, data_shape, dtype)
+    low = b.const(np.full((1, 1, 1, 1), LOWEST[dtype]), dtype)
+    sel = b.valu(ValuOp.SELECT, t, [eq, data4, low], [VecType.INT8, t, t], shape, dtype, t)
+    return eq, sel
 
 
 def _matmul(b: _Builder, op: Operator) -> None:

@@ -35,6 +35,7 @@ from isa.vector import table_image
 from tosa_ir import Block, Operator
 from tosa_ir.errors import Unsupported
 
+from compiler.ir import MultiInputLayer
 from compiler.passes.fusion import invalid, unsupported
 
 BINARY = {
@@ -76,7 +77,7 @@ class Step:
 
 
 @dataclass
-class EltLayer:
+class EltLayer(MultiInputLayer):
     """An elementwise layer: ``output = steps(inputs)`` with broadcasting.
 
     Attributes
@@ -121,17 +122,6 @@ class EltLayer:
     location: str = ""
 
     macs = 0
-
-    @property
-    def reads(self) -> list[str]:
-        return list(self.inputs)
-
-    @property
-    def writes(self) -> list[str]:
-        return [self.output]
-
-    def where(self) -> str:
-        return f"{self.name} ({self.location})" if self.location else self.name
 
 
 # -- parameters ------------------------------------------------------------------------------

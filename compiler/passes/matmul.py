@@ -28,12 +28,13 @@ import numpy as np
 from isa.instructions import ValuOp, VecType
 from tosa_ir import Operator
 
+from compiler.ir import Layer
 from compiler.passes.elementwise import EltLayer, Step
 from compiler.passes.fusion import invalid, unsupported
 
 
 @dataclass
-class MatmulLayer:
+class MatmulLayer(Layer):
     """``output = MATMUL(a, b)``; int16 mode: ``b_lo``, ``b_hi`` the int8 tensors of B's low
     bytes (``^ 128``) and high bytes; ``a_zp``/``b_zp`` the zero points."""
 
@@ -58,13 +59,6 @@ class MatmulLayer:
     @property
     def reads(self) -> list[str]:
         return [self.a, self.b] + ([self.b_lo, self.b_hi] if self.b_lo else [])
-
-    @property
-    def writes(self) -> list[str]:
-        return [self.output]
-
-    def where(self) -> str:
-        return f"{self.name} ({self.location})" if self.location else self.name
 
 
 def matmul(b, op: Operator) -> bool:

@@ -28,6 +28,7 @@ import numpy as np
 from isa.instructions import VecType
 from tosa_ir import Block, Operator
 
+from compiler.ir import SingleTensorLayer
 from compiler.passes.fusion import _ints, invalid, scalar_input, unsupported
 
 MXU_CONV_OPS = ("CONV2D", "CONV3D", "TRANSPOSE_CONV2D", "FULLY_CONNECTED", "DEPTHWISE_CONV2D")
@@ -45,7 +46,7 @@ class AxisPhase:
 
 
 @dataclass
-class MxuConvLayer:
+class MxuConvLayer(SingleTensorLayer):
     """A convolution on the array with int32/int48 output (see the module docstring).
 
     ``weights``: ``[KD, KH, KW, IC, OC]`` (int64, weight zero point not yet subtracted);
@@ -76,17 +77,6 @@ class MxuConvLayer:
     @property
     def macs(self) -> int:
         return int(np.prod(self.out_shape)) * int(np.prod(self.weights.shape[:4]))
-
-    @property
-    def reads(self) -> list[str]:
-        return [self.input]
-
-    @property
-    def writes(self) -> list[str]:
-        return [self.output]
-
-    def where(self) -> str:
-        return f"{self.name} ({self.location})" if self.location else self.name
 
 
 def _conv_axis(size_out: int, stride: int, dil: int, pad: int, k: int) -> list[AxisPhase]:

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from isa.instructions import BY_NAME, VecType
 from tosa_ir import Block, Operator
 
+from compiler.ir import SingleTensorLayer
 from compiler.passes.elementwise import VEC_TYPES
 from compiler.passes.fusion import invalid, unsupported
 
@@ -23,7 +24,7 @@ WINDOW_MAX = next(f for f in BY_NAME["VPOOL"].fields if f.name == "k0").max
 
 
 @dataclass
-class ReduceLayer:
+class ReduceLayer(SingleTensorLayer):
     """``output = reduce(input, axis)``; ``mode`` "sum", "max" or "min"; ``dtype`` the
     element type read (SUM: int32)."""
 
@@ -38,17 +39,6 @@ class ReduceLayer:
     location: str = ""
 
     macs = 0
-
-    @property
-    def reads(self) -> list[str]:
-        return [self.input]
-
-    @property
-    def writes(self) -> list[str]:
-        return [self.output]
-
-    def where(self) -> str:
-        return f"{self.name} ({self.location})" if self.location else self.name
 
 
 def reduce_layer(op: Operator, block: Block, name: str) -> ReduceLayer:

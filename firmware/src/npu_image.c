@@ -589,37 +589,6 @@ static void convert_brick(const npu_tensor_t *t, uint64_t lanes, uint8_t *ext, u
                 }
 }
 
-/* Between the host array and the stored array row-major ("flat"): runs along the last
- * stored axis, the other stored indices counted like an odometer. */
-static void convert_flat(const npu_tensor_t *t, uint8_t *ext, uint8_t *host, int to_ext)
-{
-    uint64_t st[NPU_MAX_RANK], idx[NPU_MAX_RANK], run, runs, r, offset = 0;
-    uint32_t last, k;
-    if (t->count == 0)
-        return;
-    if (is_identity(t)) {           /* the host array is the stored array */
-        copy_run(ext, host, t->count, t->itemsize, t->itemsize, to_ext);
-        return;
-    }
-    /* Not the identity, so rank >= 2. */
-    host_strides(t, st);
-    last = t->rank - 1;
-    run = stored_dim(t, last);
-    runs = t->count / run;
-    for (k = 0; k < last; k++)
-        idx[k] = 0;
-    for (r = 0; r < runs; r++, ext += run * t->itemsize) {
-        copy_run(ext, host + offset, run, st[last], t->itemsize, to_ext);
-        for (k = last; k-- > 0;) {      /* next stored index, last axes fastest */
-            offset += st[k];
-            if (++idx[k] < stored_dim(t, k))
-                break;
-            offset -= idx[k] * st[k];
-            idx[k] = 0;
-        }
-    }
-}
-
 /* Between the host array and the "rows" layout: the stored array row-major, each run along
  * its last axis padded with zeros to whole L-element vectors (rank 0 reads as [1]). */
 static void convert_rows(const npu_tensor_t *t, uint64_t lanes, uint8_t *ext, uint8_t *host, int to_ext)
@@ -653,6 +622,18 @@ static void convert_rows(const npu_tensor_t *t, uint64_t lanes, uint8_t *ext, ui
             idx[k] = 0;
         }
     }
+}
+
+/* Between the host array and the stored array row-major ("flat"): the "rows" layout with
+ * one-element vectors, so no padding (runs along the last stored axis, the other stored
+ * indices counted like an odometer). */
+static void convert_flat(const npu_tensor_t *t, uint8_t *ext, uint8_t *host, int to_ext)
+{
+    if (is_identity(t)) {           /* the host array is the stored array */
+        copy_run(ext, host, t->count, t->itemsize, t->itemsize, to_ext);
+        return;
+    }
+    convert_rows(t, 1, ext, host, to_ext);
 }
 
 npu_status_t npu_set_input(const npu_dev_t *dev, const npu_program_t *prog, uint32_t index,

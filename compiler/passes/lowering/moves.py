@@ -7,22 +7,28 @@ element is a line of its own); a DMA_LOAD in element mode gathers lines (any sou
 negative or zero) into ASRAM, each line from a fresh word, and a DMA_STORE in element mode
 writes the same lines' elements (byte-masked: padding lanes of the destination rows are
 left alone).  Lines that are whole bus words on both sides, at word addresses and strides
-(whole rows, whole bricks), go in word mode instead: a word per cycle, not an element.  Up to two further loops are the DMAs' line and plane loops (strides there are
-unsigned: a loop with a negative source stride is unrolled); the rest are unrolled, and
-chunks alternate between two ASRAM slots so loads overlap stores.
+(whole rows, whole bricks), go in word mode instead: a word per cycle, not an element.
+Lines longer than a slot or the ``len0`` field are cut.  Up to two further loops are the
+DMAs' line and plane loops (strides there are unsigned: a loop with a negative source
+stride is unrolled); the rest are unrolled, and chunks alternate between two ASRAM slots
+so loads overlap stores.
 """
 from __future__ import annotations
 
 import itertools
 
 from isa.config import NpuConfig
-from isa.instructions import Sram
+from isa.instructions import BY_NAME, Sram
 
 from compiler.ops import Op, new_op
 from compiler.passes.lowering.elementwise import VEC_ROWS
 from compiler.passes.memplan import ExtPlan
 from compiler.passes.moves import MoveLayer
 from compiler.passes.tiling import MAX_LEN
+
+
+LEN0_MAX = min(next(f for f in BY_NAME[name].fields if f.name == "len0").max
+               for name in ("DMA_LOAD", "DMA_STORE"))
 
 
 def fill_name(layer: MoveLayer) -> str:
@@ -69,7 +75,7 @@ def lower_moves(layer: MoveLayer, flow, ext: ExtPlan, config: NpuConfig, index: 
         else:
             g, s0 = 1, e
         # A line longer than a slot is cut into pieces.
-        piece = max(1, min(g, budget * bus // e))
+        piece = max(1, min(g, budget * bus // e, LEN0_MAX))
         segments = [(min(piece, g - j), j * s0, j * e) for j in range(0, g, piece)]
         words = lambda n: -(-n * e // bus)     # noqa: E731 - words per line of n elements
         dma_loops = []

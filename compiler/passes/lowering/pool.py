@@ -1,7 +1,7 @@
 """Lowering of pooling layers (compiler/passes/pooling.py ``PoolLayer``) to VPOOL.
 
-Per image and channel block, the output is cut into tiles of whole output rows.  For each
-tile:
+Per image and channel block, the output is cut into tiles of whole output rows (of output
+columns when one row does not fit: very wide images).  For each tile:
 
 1. DMA_LOAD the input rows the tile reads, all padded columns, into an ASRAM input slot
    (``[row][col]``, one brick per row), the padding in the DMA pad fields (value
@@ -92,25 +92,33 @@ def _runs(values: np.ndarray, lo: int, hi: int) -> list[tuple[int, int, int]]:
     return runs
 
 
-def _tile_rows(layer: PoolLayer, config: NpuConfig) -> tuple[int, int, int]:
-    """(output rows per tile, slots, padded input columns): the tallest tile whose slots fit
-    ASRAM (and ACC for AVG), double-buffered when possible."""
+def _tile_rows(layer: PoolLayer, config: NpuConfig) -> tuple[int, int, int, int]:
+    """(output rows per tile, output columns per tile, slots, padded input columns per tile):
+    whole output rows when one fits, else the widest column tile (very wide images); the
+    tallest tile whose slots fit ASRAM (and ACC for AVG), double-buffered when possible."""
     _, oh, ow, _ = layer.out_shape
     (kh, kw), (sy, sx) = layer.kernel, layer.stride
-    cols = (ow - 1) * sx + kw
     asram, acc = min(config.asram_rows, VEC_ROWS), min(config.acc_rows, VEC_ROWS)
+
+    def fits(t: int, tw: int, slots: int) -> bool:
+        rows, cols = (t - 1) * sy + kh, (tw - 1) * sx + kw
+        return not (slots * (rows * cols + t * tw) > asram or (layer.mode == "avg" and slots * t * tw > acc)
+                    or sy * cols >= VEC_ROWS or rows > MAX_LEN or tw > MAX_LEN)
+
     for slots in (2, 1):
         best = 0
         for t in range(1, min(oh, MAX_LEN) + 1):
-            rows = (t - 1) * sy + kh
-            if slots * (rows * cols + t * ow) > asram or (layer.mode == "avg" and slots * t * ow > acc) \
-                    or sy * cols >= VEC_ROWS or rows > MAX_LEN:
+            if not fits(t, ow, slots):
                 break
             best = t
         if best:
-            return best, slots, cols
-    raise Unsupported(f"{layer.where()}: one output row of the pooling ({ow} columns, a {kh}x{kw} window) "
-                      f"does not fit the scratchpads; tiling columns is not implemented")
+            return best, ow, slots, (ow - 1) * sx + kw
+    for slots in (2, 1):
+        tw = max((w for w in range(1, min(ow, MAX_LEN) + 1) if fits(1, w, slots)), default=0)
+        if tw:
+            return 1, tw, slots, (tw - 1) * sx + kw
+    raise Unsupported(f"{layer.where()}: one output of the pooling (a {kh}x{kw} window) does not fit the "
+                      f"scratchpads")
 
 
 def lower_pool(layer: PoolLayer, ext: ExtPlan, config: NpuConfig, index: int) -> PoolPlan:
@@ -119,7 +127,7 @@ def lower_pool(layer: PoolLayer, ext: ExtPlan, config: NpuConfig, index: int) ->
     _, oh, ow, _ = layer.out_shape
     (kh, kw), (sy, sx) = layer.kernel, layer.stride
     src, dst = ext.view(layer.input), ext.view(layer.output)
-    th, slots, cols = _tile_rows(layer, config)
+    th, tw, slots, cols = _tile_rows(layer, config)
     in_slot = ((th - 1) * sy + kh) * cols
     out_base = slots * in_slot
     fill_addr = ext.constants[fill_name(layer.pad_value)]
@@ -140,32 +148,33 @@ def lower_pool(layer: PoolLayer, ext: ExtPlan, config: NpuConfig, index: int) ->
     step = 0
     for n in range(n_img):
         for cb in range(src.blocks):
-            for oy in range(0, oh, th):
-                t = min(th, oh - oy)
+            for oy, ox in ((y, x) for y in range(0, oh, th) for x in range(0, ow, tw)):
+                t, w = min(th, oh - oy), min(tw, ow - ox)
+                c = (w - 1) * sx + kw                  # padded input columns of this tile
                 slot = step % slots
                 step += 1
-                a_base, d_base = slot * in_slot, out_base + slot * th * ow
+                a_base, d_base = slot * in_slot, out_base + slot * th * tw
                 rows = (t - 1) * sy + kh
                 win = Window(base=src.word(n, cb, 0, 0), height=ih, width=iw, line_bytes=src.strides[2],
                              plane_bytes=src.strides[1], pad_top=layer.pad[0], pad_left=layer.pad[2],
-                             row0=oy * sy, row_step=1, rows=rows, col0=0, cols=cols, planes=1)
+                             row0=oy * sy, row_step=1, rows=rows, col0=ox * sx, cols=c, planes=1)
                 ops += load_window(config, index, win, a_base, fill_addr, layer.pad_value)
-                pool_dst = (VecDst.ACC, slot * th * ow) if avg else (VecDst.ASRAM, d_base)
+                pool_dst = (VecDst.ACC, slot * th * tw) if avg else (VecDst.ASRAM, d_base)
                 ops.append(op("VPOOL", mode=PoolMode.SUM if avg else PoolMode.MAX, dtype=VecType.INT8,
-                              n0=ow, n1=t, k0=kw, k1=kh, w_stride0=1, w_stride1=cols,
-                              a_mem=VecMem.ASRAM, a_addr=a_base, a_stride0=sx, a_stride1=sy * cols,
-                              d_mem=pool_dst[0], d_addr=pool_dst[1], d_stride0=1, d_stride1=ow,
+                              n0=w, n1=t, k0=kw, k1=kh, w_stride0=1, w_stride1=c,
+                              a_mem=VecMem.ASRAM, a_addr=a_base, a_stride0=sx, a_stride1=sy * c,
+                              d_mem=pool_dst[0], d_addr=pool_dst[1], d_stride0=1, d_stride1=w,
                               in_zp=layer.input_zp))
                 if avg:
                     for y0, y1, ky in _runs(cy, oy, oy + t):
-                        for x0, x1, kx in _runs(cx, 0, ow):
-                            at = (y0 - oy) * ow + x0
+                        for x0, x1, kx in _runs(cx, ox, ox + w):
+                            at = (y0 - oy) * w + x0 - ox
                             ops.append(op("VRESCALE", n0=x1 - x0, n1=y1 - y0,
-                                          a_mem=VecMem.ACC, a_addr=pool_dst[1] + at, a_stride0=1, a_stride1=ow,
-                                          d_mem=VecDst.ASRAM, d_addr=d_base + at, d_stride0=1, d_stride1=ow,
+                                          a_mem=VecMem.ACC, a_addr=pool_dst[1] + at, a_stride0=1, a_stride1=w,
+                                          d_mem=VecDst.ASRAM, d_addr=d_base + at, d_stride0=1, d_stride1=w,
                                           in_type=VecType.INT32, out_type=VecType.INT8,
                                           param_addr=2 * counts.index(ky * kx), per_channel=0, scale32=1,
                                           double_round=0, in_zp=0, out_zp=layer.output_zp, clamp=0))
-                ops.append(op("DMA_STORE", sram=Sram.ASRAM, sram_addr=d_base, ext_addr=dst.word(n, cb, oy, 0),
-                              len0=ow, len1=t, len2=1, stride1=dst.strides[2]))
+                ops.append(op("DMA_STORE", sram=Sram.ASRAM, sram_addr=d_base, ext_addr=dst.word(n, cb, oy, ox),
+                              len0=w, len1=t, len2=1, stride1=dst.strides[2]))
     return PoolPlan(layer, ops, th)

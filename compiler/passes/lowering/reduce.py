@@ -99,6 +99,12 @@ def lower_reduce(layer: ReduceLayer, flow, ext: ExtPlan, config: NpuConfig, inde
                     if n0 > 1 and st0[1] == src.vbytes and n1 == 1:
                         ops.append(op("DMA_LOAD", sram=Sram.ASRAM, sram_addr=a_base, ext_addr=src_at,
                                       len0=n0 * b["w"], len1=K, stride1=sa, len2=1))
+                    elif n1 == 1 and st0[1] >= 0 and sa >= 0:
+                        # Strided vectors: the window as the DMA's plane loop, [k][n0] in one load
+                        # (not K loads: long windows of split reductions would flood IMEM).
+                        ops.append(op("DMA_LOAD", sram=Sram.ASRAM, sram_addr=a_base, ext_addr=src_at,
+                                      len0=b["w"], len1=n0, stride1=st0[1] if n0 > 1 else 0, len2=K,
+                                      stride2=sa))
                     else:
                         for k in range(K):
                             ops.append(move_buffer(config, index, "DMA_LOAD",
