@@ -57,15 +57,27 @@ def small_corpus() -> Path:
     return conformance_corpus(ops="^(add|negate)$", max_per_op=2)
 
 
-@pytest.fixture(scope="session")
-def ref_results(corpus) -> dict[str, list]:
-    """Every corpus test run on the reference interpreter, by lower-case operator folder."""
-    results = conformance.run_tests(conformance.find_tests([str(corpus)]), "ref",
-                                    progress=False)
+def _by_operator(corpus: Path, backend: str) -> dict[str, list]:
+    """Every corpus test run on ``backend``, by lower-case operator folder."""
+    from isa.config import DEFAULT_CONFIG
+
+    results = conformance.run_tests(conformance.find_tests([str(corpus)]), backend, config=DEFAULT_CONFIG,
+                                    jobs=2, progress=False)
     by_op = defaultdict(list)
     for r in results:
         by_op[r.name.split("/")[0]].append(r)
     return by_op
+
+
+@pytest.fixture(scope="session")
+def ref_results(corpus) -> dict[str, list]:
+    return _by_operator(corpus, "ref")
+
+
+@pytest.fixture(scope="session")
+def isa_results(corpus) -> dict[str, list]:
+    """The whole corpus compiled for the default 16x16 NPU and run on the ISA simulator."""
+    return _by_operator(corpus, "isa")
 
 
 # -- the corpus ------------------------------------------------------------------------------
@@ -87,21 +99,31 @@ def test_corpus_covers_pro_int(corpus):
             assert all((desc_path.parent / f).is_file() for f in desc["expected_result_file"])
 
 
-@pytest.mark.parametrize("operator", PRO_INT_OPERATORS)
-def test_reference_interpreter(ref_results, operator):
+def _judge(results: list, operator: str) -> None:
     """Every positive test bit-exact, every negative test rejected.
 
-    The only tests allowed not to be judged are negative tests whose graph the interpreter
-    finds unpredictable (a LEVEL_CHECK such as rank 7 > MAX_RANK fails): in the spec an
-    unpredictable result overrides ERROR_IF and any behaviour is compliant.
+    The only tests allowed not to be judged are negative tests whose graph is unpredictable
+    (a LEVEL_CHECK such as rank 7 > MAX_RANK fails): in the spec an unpredictable result
+    overrides ERROR_IF and any behaviour is compliant.  Unsupported is a failure.
     """
-    results = ref_results[operator]
     assert results, f"no {operator} tests in the corpus"
     bad = [f"{r.name}: {r.verdict}: {r.reason}" for r in results
            if r.verdict in (conformance.FAILED, conformance.UNSUPPORTED)
            or (r.verdict == conformance.SKIPPED and not (
                "_ERRORIF_" in r.name and "unpredictable" in r.reason))]
     assert not bad, f"{len(bad)} of {len(results)} {operator} tests:\n" + "\n".join(bad)
+
+
+@pytest.mark.parametrize("operator", PRO_INT_OPERATORS)
+def test_reference_interpreter(ref_results, operator):
+    _judge(ref_results[operator], operator)
+
+
+@pytest.mark.parametrize("operator", PRO_INT_OPERATORS)
+def test_npu_isa_simulator(isa_results, operator):
+    """The same corpus compiled for the NPU and run on the ISA simulator (issue: the NPU
+    passes what the reference interpreter passes), judged the same way."""
+    _judge(isa_results[operator], operator)
 
 
 # -- the runner ------------------------------------------------------------------------------
