@@ -2,7 +2,7 @@
 compiled by the NPU compiler and run on the RTL (``npu conformance --backend rtl``): one test
 of every operator family, so every unit and mode the compiler uses runs on the hardware in
 CI.  Each must pass bit-exactly against the official reference model's recorded results
-(the whole corpus runs on the ISA simulator: tests/test_conformance_isa.py)."""
+(the whole corpus runs on the ISA simulator: tests/test_conformance.py)."""
 from __future__ import annotations
 
 import importlib.util
