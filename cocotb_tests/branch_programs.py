@@ -167,6 +167,7 @@ ERROR_CASES = {
     "limit_exceeded": (PRELUDE + "SYNC\nBRANCH target=2 test=ALWAYS limit=3\nHALT", "BRANCH_LIMIT", 3),
     "limit_zero_self_loop": (PRELUDE + "BRANCH wait=MXU target=2 test=NONZERO mem=ASRAM row=0 limit=0\nHALT",
                              "BRANCH_LIMIT", 2),
+    "self_loop_limit": (PRELUDE + "BRANCH target=2 test=ALWAYS limit=3\nHALT", "BRANCH_LIMIT", 2),
     "target_past_program": (PRELUDE + "BRANCH target=9 test=ZERO row=1\nHALT", "ILLEGAL_INSTRUCTION", 2),
     "inside_loop": (PRELUDE + "LOOP count=2 body=1\nBRANCH target=0 test=NONZERO row=1\nHALT",
                     "ILLEGAL_INSTRUCTION", 3),

@@ -20,6 +20,10 @@ RTL's, hw/csr.py and hw/checker.py):
 * running past the last instruction without HALT is PC_OVERFLOW with error_pc = the
   instruction count.
 
+BRANCH (sim/isa_branch.py) reads its condition from the scratchpads when it executes (its
+wait mask makes that the producer's final value) and counts taken backward branches
+against its ``limit`` (BRANCH_LIMIT); the timing model is told which branches jumped.
+
 LOOPs (sim/isa_loops.py) are executed as the sequencer does: instructions run in issue
 order, each with its address fields at their effective values (isa.instructions
 .effective_values with the offsets of the current iterations); an error inside a loop stops

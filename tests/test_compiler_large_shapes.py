@@ -277,6 +277,20 @@ def test_brick_to_rows_copies_move_whole_words():
     assert set(elems[1]) == {1}   # the transpose itself moves single bytes
 
 
+def test_movement_chains_stay_in_rows():
+    """A chain of lane-moving movement with no brick reader after it is copied into the rows
+    layout once, not back and forth: bricks -> rows, then one copy per operator."""
+    rng = np.random.default_rng(6)
+    g = VecBuilder(rng, "m")
+    g.rng = rng
+    y = conv(g, g.input((1, 5, 9, 3), "int8"), 6)
+    t = g.op("TRANSPOSE", [y], (1, 6, 5, 9), "int8", perms=[0, 3, 1, 2])
+    r = g.op("REVERSE", [t], (1, 6, 5, 9), "int8", axis=2)
+    s = g.op("SLICE", [r, shape_const(g, [0, 1, 0, 2]), shape_const(g, [1, 4, 5, 7])], (1, 4, 5, 7), "int8")
+    comp = run_and_compare(g.graph([s]), g.inputs(rng), SMALL)
+    assert sum(isinstance(layer, MoveLayer) for layer in comp.layers) == 4
+
+
 def test_too_large_for_the_small_npu_says_why(tmp_path, capsys):
     """1x2x65536x1 does not fit the 4x4 NPU's 256 KiB external memory: exit code 3 with the
     reason on one line, no traceback, no program."""

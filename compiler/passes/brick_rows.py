@@ -10,8 +10,13 @@ operators become copies instead:
    whole bricks, so every line is whole bus words and the DMA runs in word mode);
 2. the operator itself is the rows :class:`MoveLayer` (compiler/passes/moves.py; element-mode
    DMA where elements change lanes; a RESHAPE keeping the rows' bytes is a view);
-3. if a reader needs bricks (a convolution, a pool, the brick movement), the result is
-   copied back into bricks (:func:`brick_rows_layer` the other way).
+3. if a reader needs bricks (a convolution, a pool, a CONCAT), the result is copied back
+   into bricks (:func:`brick_rows_layer` the other way); a chain of further movement with
+   no brick reader after it stays in the rows layout (the dataflow pass then lowers it as
+   rows movement).
+
+The same module serves REVERSE and TILE of brick tensors, and reductions along channels of
+several bricks (:func:`rows_copy`).
 
 A brick tensor of one channel block already has the bytes of the rows layout, but its root
 may be a window of a larger buffer (a CONCAT slot), so step 1 is always a copy: cheap (one
@@ -58,6 +63,26 @@ def rows_copy(walk, op: Operator, x: str, desc: list[str] | None = None) -> str:
     return name
 
 
+# One-input movement whose rows form the dataflow pass lowers when its input is rows.
+_ROWS_MOVES = ("IDENTITY", "RESHAPE", "TRANSPOSE", "SLICE", "REVERSE", "TILE", "PAD")
+
+
+def _brick_reader(walk, name: str) -> bool:
+    """True if a reader of ``name`` needs bricks.  Unlike the dataflow pass's rule, a chain of
+    one-input movement stays in the rows layout when nothing after it needs bricks (no
+    copies back and forth); CONCAT readers keep bricks (their inputs share one layout)."""
+    from compiler.passes.dataflow import ROWS_OPS
+
+    for user in walk.consumers.get(name, []):
+        if user.op in ROWS_OPS:
+            continue
+        if user.op in _ROWS_MOVES and user.inputs[0] == name and not any(_brick_reader(walk, y)
+                                                                         for y in user.outputs):
+            continue
+        return True
+    return False
+
+
 def move_via_rows(walk, op: Operator, why: str) -> None:
     """Lower the data-movement operator ``op`` of brick tensors through the rows layout (see
     the module docstring).  ``walk`` is the dataflow pass's walker; ``why`` says in the
@@ -71,7 +96,7 @@ def move_via_rows(walk, op: Operator, why: str) -> None:
     out_t = block.tensor(out)
     out_shape = tuple(out_t.shape)
     s4 = shape4(out_shape)
-    bricks = s4 is not None and out_t.dtype == "int8" and walk._needs_brick(out)
+    bricks = s4 is not None and out_t.dtype == "int8" and _brick_reader(walk, out)
     target = f"{out}@rows" if bricks else out
     x0 = rows_of[op.inputs[0]]
     before, after = tuple(block.tensor(op.inputs[0]).shape) or (1,), out_shape or (1,)

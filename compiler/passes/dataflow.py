@@ -70,7 +70,6 @@ SUPPORTED_OPS = (CONST_OPS + ("CONV2D", "RESCALE", "CLAMP") + movement.MOVEMENT_
 # a rows tensor are views of its bytes.
 ROWS_OPS = (ELEMENTWISE_OPS + tuple(REDUCE_OPS) + ("DEPTHWISE_CONV2D",) + DECOMPOSED_OPS
             + ("CONV3D", "TRANSPOSE_CONV2D", "FULLY_CONNECTED"))
-VPU_REASON = "moving values between lanes needs VPU instructions the ISA does not have yet"
 
 
 @dataclass
