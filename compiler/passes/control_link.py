@@ -31,7 +31,7 @@ recursively, here) and the programs are linked into one:
   iteration).  The reference stops *before* the body execution past the budget, the NPU
   after it (at the backward branch), both with an error: BRANCH_LIMIT on the NPU.
 * COND_IF (condition not constant; branches computing more than IF_CONVERSION_MAX_ELEMENTS
-  elements together, or any COND_IF of a graph that needs linking anyway)::
+  elements together)::
 
       DMA_LOAD the condition's byte -> ASRAM row 0; BRANCH test=ZERO -> else
       then piece; copy its results -> result slots; BRANCH ALWAYS -> end
@@ -55,14 +55,14 @@ import numpy as np
 from isa.config import NpuConfig
 from isa.encoding import make
 from isa.instructions import BranchTest, Sram, VecDst
-from isa.layout import layout_bytes, pack
+from isa.layout import pack
 from isa.program import Program, Segment, TensorBinding
 from sim.reference.interpreter import DEFAULT_MAX_LOOP_ITERATIONS
 from tosa_ir import Block, Graph, Operator
 from tosa_ir.errors import Unsupported
 from tosa_ir.graph import numpy_dtype
 
-from compiler.passes.fusion import invalid, unsupported
+from compiler.passes.fusion import invalid
 
 ALIGN = 64
 ALL_UNITS = 0b111                      # wait mask: DMA | MXU | VPU
@@ -140,8 +140,7 @@ class _Linker:
         return addr
 
     def nbytes(self, slot: Slot) -> int:
-        return layout_bytes(slot.shape if slot.perm is None else tuple(slot.shape[p] for p in slot.perm),
-                            np.dtype(slot.dtype), slot.layout, self.config.bus_bytes)
+        return slot.binding("").nbytes(self.config.bus_bytes)
 
     # code
     def emit(self, name: str, **fields) -> int:
@@ -156,6 +155,9 @@ class _Linker:
             raise Unsupported(f"{what}: the pieces lay the tensor out differently ({src.layout} "
                               f"{src.shape} vs {dst.layout} {dst.shape}); the linker copies bytes only")
         bus = self.config.bus_bytes
+        if src.addr % bus or dst.addr % bus:     # buffers start ALIGN-aligned: never expected
+            raise Unsupported(f"{what}: a buffer is not bus-word aligned; the linker copies whole words")
+        # Whole words: the tail of the last one lies in the buffer's alignment padding.
         words = -(-self.nbytes(src) // bus)
         chunk = min(self.config.asram_rows, (1 << 16) - 1)
         for start in range(0, words, chunk):
@@ -167,8 +169,8 @@ class _Linker:
 
     def load_condition(self, slot: Slot) -> None:
         """Bring element 0 of a bool (or integer) tensor into lane 0 of ASRAM row COND_ROW."""
-        probe = np.zeros(slot.shape if slot.perm is None else tuple(slot.shape[p] for p in slot.perm),
-                         numpy_dtype(slot.dtype) if slot.dtype in ("bool",) else np.dtype(slot.dtype))
+        # Where the layout puts element 0: pack a tensor whose only non-zero element it is.
+        probe = np.zeros(slot.binding("").stored_shape, np.dtype(slot.dtype))
         probe.reshape(-1)[0] = 1
         offset = pack(probe, slot.layout, self.config.bus_bytes).index(1)
         self.emit("DMA_LOAD", wait=ALL_UNITS, sram=Sram.ASRAM, sram_addr=COND_ROW,
@@ -240,7 +242,6 @@ def compile_linked(graph: Graph, config: NpuConfig, loops: bool = True) -> Progr
     link = _Linker(graph, config, loops)
     main = graph.main
     env: dict[str, Slot] = {}                  # value -> its slot
-    const_slots: dict[tuple, Slot] = {}
 
     def slot_for(name: str, want: Slot, where: str) -> Slot:
         """The slot of ``name``; a graph input or a constant gets one on first use, laid out
@@ -249,7 +250,7 @@ def compile_linked(graph: Graph, config: NpuConfig, loops: bool = True) -> Progr
             return env[name]
         t = main.tensors.get(name)
         if t is None:
-            raise invalid_name(name, where)
+            raise Unsupported(f"{where}: tensor {name!r} is not declared in the main block")
         slot = replace(want, addr=link.alloc(link.nbytes(want)))
         if t.is_const:
             data = np.asarray(t.data).astype(numpy_dtype(t.dtype) if t.dtype != "bool" else bool)
@@ -308,10 +309,6 @@ def compile_linked(graph: Graph, config: NpuConfig, loops: bool = True) -> Progr
                           f"memory holds {config.imem_rows}")
     return Program(config=config, instructions=link.instrs, program_addr=program_addr,
                    segments=link.segments, inputs=link.inputs, outputs=outputs, info=info)
-
-
-def invalid_name(name: str, where: str):
-    return Unsupported(f"{where}: tensor {name!r} is not declared in the main block")
 
 
 # -- pieces ------------------------------------------------------------------------------------------
