@@ -32,6 +32,7 @@ from compiler.passes.lowering.dma import fill_name
 from compiler.passes.lowering.pool import lower_pool, pool_constants
 from compiler.passes.elementwise import EltLayer
 from compiler.passes.validate import check_graph
+from compiler.passes.variables import check_block as check_variable_blocks
 from compiler.passes.control import CONTROL_OPS, inline_control_flow
 from compiler.passes.reduce import ReduceLayer
 from compiler.passes.lowering.reduce import lower_reduce
@@ -113,6 +114,7 @@ def compile_graph(graph: Graph, config: NpuConfig = DEFAULT_CONFIG, loops: bool 
     from compiler.passes.control_link import compile_linked, needs_linking
 
     if needs_linking(graph):        # WHILE_LOOP, big COND_IF: pieces linked with BRANCHes
+        check_variable_blocks(graph, linked=True)
         return compile_linked(graph, config, loops)
     return run_pipeline(graph, config, loops).program
 
@@ -129,6 +131,7 @@ def run_pipeline(graph: Graph, config: NpuConfig = DEFAULT_CONFIG, loops: bool =
     # operators; for the others, and before refusing a graph, the spec's ERROR_IFs are
     # evaluated so an illegal graph is reported as illegal, not as unsupported.
     try:
+        check_variable_blocks(graph)     # variables in control-flow blocks: Unsupported
         flow = build_dataflow(inline_control_flow(graph), config.bus_bytes)
     except InvalidInput:
         raise

@@ -61,15 +61,16 @@ from compiler.passes.pooling import POOL_OPS, pool_layer
 from compiler.passes.pooling_rows import rows_pool_layer
 from compiler.passes.reduce import REDUCE_OPS, reduce_layer
 from compiler.passes.reduce_split import reduce_long
+from compiler.passes.variables import FOLDED_OPS, VARIABLE_LOWERING, VARIABLE_OPS, rewrite_graph, write_back
 from compiler.views import BrickView, dense_strides, flat_compatible, same_bytes, shape4
 
 SUPPORTED_OPS = (CONST_OPS + ("CONV2D", "RESCALE", "CLAMP") + movement.MOVEMENT_OPS + POOL_OPS + ELEMENTWISE_OPS
                  + tuple(REDUCE_OPS) + ("DEPTHWISE_CONV2D",) + MOVE_OPS + DECOMPOSED_OPS + ("COND_IF",)
-                 + ("CONV3D", "TRANSPOSE_CONV2D", "FULLY_CONNECTED"))
+                 + ("CONV3D", "TRANSPOSE_CONV2D", "FULLY_CONNECTED") + VARIABLE_OPS + FOLDED_OPS)
 # Operators that read "rows" tensors (isa/layout.py) as well as bricks; RESHAPE and IDENTITY of
 # a rows tensor are views of its bytes.
 ROWS_OPS = (ELEMENTWISE_OPS + tuple(REDUCE_OPS) + ("DEPTHWISE_CONV2D",) + DECOMPOSED_OPS
-            + ("CONV3D", "TRANSPOSE_CONV2D", "FULLY_CONNECTED"))
+            + ("CONV3D", "TRANSPOSE_CONV2D", "FULLY_CONNECTED", "VARIABLE_WRITE"))
 
 
 @dataclass
@@ -149,7 +150,7 @@ def build_dataflow(graph: Graph, lanes: int) -> Dataflow:
     TosaError, InvalidInput
         An illegal graph.
     """
-    return _Walk(graph, lanes).run()
+    return _Walk(rewrite_graph(graph), lanes).run()     # DIM, 1.0 variable tensors: passes/variables.py
 
 
 def check_operators(graph: Graph) -> None:
@@ -206,8 +207,11 @@ class _Walk:
                 self._rows_view(op)
             elif op.op in MOVE_OPS and all(self._is_rows(t) for t in self._data_inputs(op)):
                 self._move(op)
+            elif op.op in VARIABLE_OPS:
+                VARIABLE_LOWERING[op.op](self, op)      # buffers and views (passes/variables.py)
             else:
                 getattr(self, "_" + op.op.lower())(op)
+        write_back(self)
         self._bind_outputs()
         return self.flow
 
