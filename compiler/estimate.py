@@ -21,6 +21,11 @@ no bound.
 The user-facing command is ``npu estimate`` (npu/cli.py): the same tables, any model
 format, calibration of float models, and ``--csv`` / ``--plot`` (compiler/report_plot.py).
 
+Graphs with WHILE_LOOP or big COND_IF are compiled as linked pieces
+(compiler/passes/control_link.py); compiler/estimate_linked.py estimates them: one row per
+layer of each piece, loop rows labelled per iteration (or counting every iteration when
+the trip count is a compile-time constant).
+
 ``--per-layer`` compiles every compute layer on its own (compiler/layer_split.py), for
 graphs that do not compile as a whole: each row says whether the layer compiles, why not,
 and its estimate; a layer that only lacks instruction memory is estimated as if the
@@ -139,6 +144,7 @@ class Estimate:
     source: str               # "npu_timing" or "compiler model"
     config: NpuConfig
     instruction_count: int = 0   # the program's, HALT included
+    notes: list[str] = field(default_factory=list)    # printed under the table
 
     def utilisation(self, layer: LayerEstimate) -> float:
         return _util(layer.macs, layer.cycles, self.config)
@@ -157,7 +163,7 @@ class Estimate:
     def table(self) -> str:
         title = (f"cycles from {self.source}; {self.config.array_rows}x{self.config.array_cols} array, "
                  f"{self.config.macs_per_cycle} MACs/cycle, {self.config.bus_bytes} B/cycle external bus")
-        return render_rows(title, self.rows(), "plan")
+        return "\n".join([render_rows(title, self.rows(), "plan")] + [f"note: {n}" for n in self.notes])
 
 
 def render_rows(title: str, rows: list[Row], note: str) -> str:
@@ -289,6 +295,12 @@ def estimate_compilation(compilation: Compilation) -> Estimate:
 
 
 def estimate_graph(graph: Graph, config: NpuConfig = DEFAULT_CONFIG) -> Estimate:
+    from compiler.passes.control_link import needs_linking
+
+    if needs_linking(graph):          # WHILE_LOOP, big COND_IF: compiled as linked pieces
+        from compiler.estimate_linked import estimate_linked
+
+        return estimate_linked(graph, config)
     return estimate_compilation(run_pipeline(graph, config))
 @dataclass
 class LayerReport:

@@ -148,11 +148,77 @@ def test_bad_inputs(tmp_path):
     prog = tmp_path / "slice.npuprog"
     assert npu("compile", SLICE, "-o", prog)[0] == 0
     assert_estimate_error(npu("estimate", prog), 2, "slice.npuprog", "model file")
+
+
+def test_while_loop_rows_per_iteration(tmp_path):
+    """A WHILE_LOOP graph (compiled as linked pieces): the loop's condition and body rows are
+    labelled per iteration, the total is the data-free timing of the program `npu compile`
+    writes (one pass through the loop), the CSV keeps its columns."""
+    from compiler.driver import compile_graph
+    from isa.config import SMALL_CONFIG
+    from sim.npu_timing import TimingModel
+    from tosa_ir.tosa_fb import write_tosa
     from vector_graphs import while_loop_graph
 
     loop = tmp_path / "loop.tosa"
     loop.write_bytes(write_tosa(while_loop_graph()))
-    assert_estimate_error(npu("estimate", loop), 3, "WHILE_LOOP", "--per-layer")
+    stdout, layers, total, _ = estimate_and_check(tmp_path, loop, "--config", "small")
+    names = [r["layer"] for r in layers]
+    assert "loop0.cond:elt0" in names and "loop0.body:elt0" in names and "loop0.body:elt1" in names
+    assert [r["operators"] for r in layers if r["layer"].startswith("loop0.body:")] == ["SUB", "ADD"]
+    assert len(set(names)) == len(names)
+    body_lines = [line for line in stdout.splitlines() if line.startswith("loop0.")]
+    assert len(body_lines) == 3 and all("per iteration" in line for line in body_lines)
+    assert "ONE iteration" in stdout and "trip count depends on the data" in stdout
+    program = compile_graph(while_loop_graph(), SMALL_CONFIG)
+    assert int(total["instructions"]) == len(program.instructions)
+    assert int(total["cycles"]) == TimingModel(SMALL_CONFIG).run(program.instructions).total_cycles
+    # Every linked instruction but the HALT is counted in exactly one row.
+    assert sum(int(r["instructions"]) for r in layers) == len(program.instructions) - 1
+
+
+@pytest.mark.parametrize("trips", [0, 3])
+def test_while_loop_constant_trip_count(trips):
+    """A loop counter starting from a constant: the rows count every iteration and the
+    total is the cycle count of the ISA simulator running the compiled program."""
+    from compiler.driver import compile_graph
+    from compiler.estimate import estimate_graph
+    from isa.config import SMALL_CONFIG
+    from sim.isa_sim import IsaSim
+    from tosa_ir import Operator, Tensor
+    from vector_graphs import while_loop_graph
+
+    graph = while_loop_graph()
+    main = graph.main
+    main.tensors["i"] = Tensor("i", (1,), "int32", np.array([trips], np.int32))
+    main.inputs = ["x"]
+    main.operators.insert(0, Operator("CONST", [], ["i"], {}, "m:i"))
+    est = estimate_graph(graph, SMALL_CONFIG)
+    rows = {r.layer: r for r in est.rows()}
+    program = compile_graph(graph, SMALL_CONFIG)
+    result = IsaSim(SMALL_CONFIG).run(program, program.memory_image({"x": np.array([1, 2], np.int32)}))
+    assert result.ok, result.error_message
+    assert est.total_cycles == result.cycles == sum(l.cycles for l in est.layers)
+    assert f"loop0 runs {trips} times" in est.table()
+    assert bool(rows["loop0.body:elt0"].cycles) == bool(trips)
+    # The condition's bound counts trips + 1 tests, the body's trips executions.
+    one = estimate_graph(while_loop_graph(), SMALL_CONFIG)
+    once = {r.layer: r for r in one.rows()}
+    assert rows["loop0.cond:elt0"].bound == (trips + 1) * once["loop0.cond:elt0"].bound
+    assert rows["loop0.body:elt1"].bound == trips * once["loop0.body:elt1"].bound
+
+
+def test_big_cond_if_times_the_then_side():
+    from compiler.estimate import estimate_graph
+    from isa.config import SMALL_CONFIG
+    from test_compiler_control_flow import big_cond_if_graph
+
+    est = estimate_graph(big_cond_if_graph(), SMALL_CONFIG)
+    rows = {r.layer: r for r in est.rows()}
+    assert rows["if0.then:elt0"].cycles and rows["if0.then:elt1"].cycles
+    assert not rows["if0.else:elt0"].cycles and not rows["if0.else:elt0"].bound
+    assert sum(l.cycles for l in est.layers) == est.total_cycles == rows["total"].cycles
+    assert any("then side" in n for n in est.notes)
 
 
 def test_bench_roofline_writes_the_plot(tmp_path):

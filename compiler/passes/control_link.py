@@ -48,7 +48,7 @@ their scratchpad rows are not known here.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -122,16 +122,47 @@ class Slot:
                                                                      other.perm)
 
 
+@dataclass(frozen=True)
+class LoopTrace:
+    """A WHILE_LOOP in a linked program: ``top..end-1`` is one iteration (condition inputs,
+    condition, the exit BRANCH at ``exit``, body, copies back, the backward BRANCH at
+    ``end-1``)."""
+
+    where: str
+    op: Operator
+    top: int
+    exit: int
+    end: int
+
+
+@dataclass
+class LinkTrace:
+    """Where things went in a linked program, for reports (compiler/estimate.py).
+
+    ``pieces``: (where, program, first, end) per placed piece: its instructions are
+    ``first..end-1`` of the linked program, the last one the SYNC that replaced its HALT.
+    ``loops``: a :class:`LoopTrace` per WHILE_LOOP of the main block.
+    ``branches``: (where, then_start, else_start, end) per COND_IF lowered with branches.
+    """
+
+    pieces: list = field(default_factory=list)
+    loops: list = field(default_factory=list)
+    branches: list = field(default_factory=list)
+
+
 class _Linker:
     """Builds the linked program: external memory, instructions, segments, I/O bindings."""
 
-    def __init__(self, graph: Graph, config: NpuConfig, loops: bool):
+    def __init__(self, graph: Graph, config: NpuConfig, loops: bool, compile_fn=None):
         self.graph, self.config, self.loops = graph, config, loops
+        self.compile_fn = compile_fn          # None: compiler.driver.compile_graph
         self.cursor = 0
         self.instrs: list = []
         self.segments: list[Segment] = []
         self.inputs: list[TensorBinding] = []
         self.pieces = 0
+        self.trace = LinkTrace()
+        self.where: dict[int, str] = {}       # id(program) -> what it compiles
 
     # memory
     def alloc(self, nbytes: int) -> int:
@@ -195,6 +226,7 @@ class _Linker:
         turned into a barrier)."""
         first = len(self.instrs)
         instrs = program.instructions
+        self.trace.pieces.append((self.where.get(id(program), ""), program, first, first + len(instrs)))
         assert instrs and instrs[-1].name == "HALT", "a compiled piece ends with HALT"
         for instr in instrs[:-1]:
             values = dict(instr.values)
@@ -214,9 +246,11 @@ class _Linker:
 
         sub = _subgraph(self.graph, block)
         try:
-            return compile_graph(sub, self.config, self.loops)
+            program = (self.compile_fn or compile_graph)(sub, self.config, self.loops)
         except Unsupported as e:
             raise Unsupported(f"{where}: {e}") from None
+        self.where[id(program)] = where
+        return program
 
 
 def _extent(program: Program) -> int:
@@ -236,10 +270,17 @@ def _subgraph(graph: Graph, block: Block) -> Graph:
 def compile_linked(graph: Graph, config: NpuConfig, loops: bool = True) -> Program:
     """Compile ``graph`` (see the module docstring).  Raises Unsupported / InvalidInput /
     TosaError like compiler.driver.compile_graph."""
+    return link_traced(graph, config, loops)[0]
+
+
+def link_traced(graph: Graph, config: NpuConfig, loops: bool = True, compile_fn=None) -> tuple[Program, LinkTrace]:
+    """:func:`compile_linked`, also returning where the pieces went; ``compile_fn(graph,
+    config, loops) -> Program`` compiles each piece (default compiler.driver.compile_graph;
+    reports pass one that keeps each piece's Compilation)."""
     from compiler.passes.validate import check_graph
 
     check_graph(graph)                         # ERROR_IFs of the control operators first
-    link = _Linker(graph, config, loops)
+    link = _Linker(graph, config, loops, compile_fn)
     main = graph.main
     env: dict[str, Slot] = {}                  # value -> its slot
 
@@ -308,7 +349,7 @@ def compile_linked(graph: Graph, config: NpuConfig, loops: bool = True) -> Progr
         raise Unsupported(f"the linked program needs {len(link.instrs)} instructions; the NPU's instruction "
                           f"memory holds {config.imem_rows}")
     return Program(config=config, instructions=link.instrs, program_addr=program_addr,
-                   segments=link.segments, inputs=link.inputs, outputs=outputs, info=info)
+                   segments=link.segments, inputs=link.inputs, outputs=outputs, info=info), link.trace
 
 
 # -- pieces ------------------------------------------------------------------------------------------
@@ -411,6 +452,7 @@ def _while_loop(link: _Linker, graph: Graph, op: Operator, env: dict, slot_for, 
             link.copy(body_outs[name], variables[i], f"{where}: body result {name!r}")
     link.branch(BranchTest.ALWAYS, target=top, limit=LOOP_BUDGET)
     _patch(link, exit_branch, len(link.instrs))
+    link.trace.loops.append(LoopTrace(where, op, top, exit_branch, len(link.instrs)))
     env.update(zip(op.outputs, variables))
 
 
@@ -420,10 +462,12 @@ def _cond_if(link: _Linker, graph: Graph, op: Operator, env: dict, slot_for, run
     cond = graph.main.tensor(op.inputs[0])
     link.load_condition(slot_for(op.inputs[0], Slot(0, tuple(cond.shape), "bool", "flat"), where))
     else_branch = link.branch(BranchTest.ZERO)
+    then_start = len(link.instrs)
     results = run_piece(then_b, op.inputs[1:], f"{where}, then")
     end_branch = link.branch(BranchTest.ALWAYS)
     _patch(link, else_branch, len(link.instrs))
     for k, slot in enumerate(run_piece(else_b, op.inputs[1:], f"{where}, else")):
         link.copy(slot, results[k], f"{where}: result {op.outputs[k]!r}")
     _patch(link, end_branch, len(link.instrs))
+    link.trace.branches.append((where, then_start, end_branch + 1, len(link.instrs)))
     env.update(zip(op.outputs, results))
