@@ -11,31 +11,18 @@ import numpy as np
 import pytest
 
 from isa import DEFAULT_CONFIG, SMALL_CONFIG, ErrorCode
-from isa.program import Program
-from hw.simulation import run_program
 
 from cocotb_tests import branch_programs as bp
-from cocotb_tests.rtl_harness import assert_memory_equal, assert_rows_equal
+from cocotb_tests import rtl_harness
 
 CFG = SMALL_CONFIG
 
 
-def lockstep(build_dir, config, instrs, mem: bytes, expect: ErrorCode = ErrorCode.NONE):
-    """Run on the RTL and the ISA simulator; everything observable must agree."""
-    from sim.isa_sim import IsaSim
 
-    program = Program(config, instrs)
-    rtl = run_program(program, mem, build_dir=build_dir, dump_srams=True)
-    ref = IsaSim(config).run(program, mem)
-    assert ref.error_code == expect, ref.error_message
-    assert (rtl.error_code, rtl.stop_pc) == (ref.error_code, ref.stop_pc)
-    assert rtl.irq
-    assert (rtl.cycles, rtl.unit_busy_cycles) == (ref.cycles, ref.busy)
-    assert_memory_equal(rtl.memory, bytes(ref.memory))
-    for name in ("asram", "wsram", "acc", "psram"):
-        want = getattr(ref.state, name)
-        assert_rows_equal(name, rtl.srams[name], want.view(np.uint8).reshape(rtl.srams[name].shape))
-    return rtl, ref
+def lockstep(build_dir, config, instrs, mem: bytes, expect: ErrorCode = ErrorCode.NONE):
+    """rtl_harness.lockstep on a program branch_programs already placed at address 0
+    (hazard checker on: the ISA simulator also proves the wait masks order every conflict)."""
+    return rtl_harness.lockstep(build_dir, config, instrs, mem, expect=expect)
 
 
 @pytest.mark.parametrize("n", [0, 3])
