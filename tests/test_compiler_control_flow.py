@@ -11,11 +11,11 @@ import pytest
 
 sys.path.insert(0, os.path.dirname(__file__))
 from vector_graphs import while_loop_graph  # noqa: E402
+from npu_check import compare_on_isa  # noqa: E402
 
 from isa.config import DEFAULT_CONFIG, SMALL_CONFIG  # noqa: E402
 from isa.instructions import ErrorCode  # noqa: E402
 from sim.isa_sim import IsaSim  # noqa: E402
-from sim.reference import run_graph  # noqa: E402
 from sim.reference.interpreter import Interpreter  # noqa: E402
 from tosa_ir import Block, Graph, Operator, Region, Tensor, Unsupported  # noqa: E402
 
@@ -25,16 +25,7 @@ from compiler.passes import control_link  # noqa: E402
 
 def run_and_compare(graph: Graph, inputs: dict, config=SMALL_CONFIG):
     program = compile_graph(graph, config)
-    expected = run_graph(graph, inputs)
-    result = IsaSim(config, check_hazards=True).run(program, program.memory_image(inputs))
-    assert result.ok, result.error_message
-    assert result.hazards == [], result.hazards[:3]
-    got = program.read_outputs(result.memory)
-    assert set(got) == set(expected)
-    for name, want in expected.items():
-        assert got[name].shape == want.shape
-        assert np.array_equal(got[name].astype(np.int64), want.astype(np.int64)), name
-    return program, result
+    return program, compare_on_isa(program, graph, inputs, config, same_dtype=False)
 
 
 def _t(block: Block, name: str, shape, dtype: str, data=None) -> str:

@@ -15,12 +15,12 @@ import pytest
 
 sys.path.insert(0, os.path.dirname(__file__))
 from compiler_graphs import ConvSpec, build_chain, random_spec  # noqa: E402
+from npu_check import compare_on_isa  # noqa: E402
 
 from isa.config import DEFAULT_CONFIG, SMALL_CONFIG, NpuConfig  # noqa: E402
 from isa.program import Program  # noqa: E402
 from compiler.driver import compile_graph, run_pipeline  # noqa: E402
 from sim.isa_sim import IsaSim  # noqa: E402
-from sim.npu_timing import InstrTiming, Timing  # noqa: E402
 from sim.reference import run_graph  # noqa: E402
 
 # Scratchpads small enough that modest layers need every kind of tiling (a 4x4 array).
@@ -29,58 +29,13 @@ TINY_CONFIG = NpuConfig(array_rows=4, array_cols=4, bus_bytes=4, asram_rows=160,
 CONFIGS = {"small": SMALL_CONFIG, "default": DEFAULT_CONFIG, "tiny": TINY_CONFIG}
 
 
-class RandomTiming:
-    """The issue rules with random durations: in order, one per cycle, an instruction issues
-    when its unit is ready and every unit in its wait mask idle; the MXU may become ready
-    before it is idle.  Test-only, independent of the compiler's own timing model."""
-
-    def __init__(self, config, seed: int):
-        self.rng = np.random.default_rng(seed)
-
-    def run(self, instructions, stop_at=None, **_):
-        idle, ready = [0, 0, 0], [0, 0, 0]
-        last, per = -1, []
-        for instr in instructions:
-            if instr.name == "HALT":
-                stop = max([last + 1] + idle)
-                per.append(InstrTiming(stop, stop, stop))
-                break
-            unit = int(instr.unit)
-            waits = [u for u in range(3) if instr.values["wait"] >> u & 1]
-            if unit == 3:                       # LOOP, SYNC: only the wait mask
-                last = max([last + 1] + [idle[u] for u in waits])
-                per.append(InstrTiming(last, last, last))
-                continue
-            issue = max([last + 1, ready[unit]] + [idle[u] for u in waits])
-            busy = int(self.rng.integers(1, 80))
-            idle[unit] = max(idle[unit], issue + busy + 1)
-            ready[unit] = issue + (int(self.rng.integers(1, busy + 1)) if unit == 1 else busy + 1)
-            per.append(InstrTiming(issue, issue + 1, issue + busy))
-            last = issue
-        return Timing(max(p.end for p in per) + 1, {}, per)
-
-    # The simulator hands over the instructions in issue order (loops unrolled, every LOOP
-    # executed included).
-    run_issued = run
 
 
 def run_and_compare(graph, config, rng, timing_seeds=(0,)):
     """Compile, run on the ISA simulator, compare bit-exactly with the reference interpreter."""
     program = compile_graph(graph, config)
     x = rng.integers(-128, 128, graph.main.tensor("x").shape, dtype=np.int8)
-    expected = run_graph(graph, {"x": x})
-    image = program.memory_image({"x": x})
-    result = IsaSim(config, check_hazards=True).run(program, image)
-    assert result.ok, result.error_message
-    assert result.hazards == [], result.hazards[:3]
-    for name, want in expected.items():
-        got = program.read_outputs(result.memory)[name]
-        assert got.dtype == want.dtype and got.shape == want.shape
-        mismatch = np.argwhere(got != want)
-        assert mismatch.size == 0, f"{len(mismatch)} wrong values, first at {mismatch[0].tolist()}"
-    for seed in timing_seeds:
-        sim = IsaSim(config, check_hazards=True, timing_model=lambda c, s=seed: RandomTiming(c, s))
-        assert sim.run(program, image).hazards == []
+    compare_on_isa(program, graph, {"x": x}, config, timing_seeds=timing_seeds)
     return program
 
 

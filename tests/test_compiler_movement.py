@@ -16,14 +16,12 @@ import pytest
 
 sys.path.insert(0, os.path.dirname(__file__))
 from compiler_graphs import ConvSpec, GraphBuilder  # noqa: E402
-from test_compiler_conv import RandomTiming  # noqa: E402
+from npu_check import compare_on_isa, int8_inputs  # noqa: E402
 
 from isa.config import DEFAULT_CONFIG, SMALL_CONFIG, NpuConfig  # noqa: E402
 from isa.program import Program  # noqa: E402
 from compiler.driver import run_pipeline  # noqa: E402
 from compiler.ir import CopyLayer  # noqa: E402
-from sim.isa_sim import IsaSim  # noqa: E402
-from sim.reference import run_graph  # noqa: E402
 from tosa_ir.errors import Unsupported  # noqa: E402
 
 TINY_CONFIG = NpuConfig(array_rows=4, array_cols=4, bus_bytes=4, asram_rows=160, wsram_rows=64,
@@ -34,26 +32,11 @@ CONFIGS = {"small": SMALL_BIG, "default": DEFAULT_CONFIG, "tiny": TINY_CONFIG}
 
 
 def run_and_compare(graph, config, seed=0):
-    """Compile, run on the ISA simulator, compare every output bit-exactly with the
-    reference interpreter, check the wait masks under random instruction durations too;
-    returns the compilation."""
-    rng = np.random.default_rng(seed)
+    """Compile, run on the ISA simulator with random int8 inputs, compare bit-exactly with
+    the reference interpreter (wait masks also under random durations); the compilation."""
     comp = run_pipeline(graph, config)
-    program = comp.program
-    inputs = {name: rng.integers(-128, 128, graph.main.tensor(name).shape, dtype=np.int8)
-              for name in graph.main.inputs}
-    expected = run_graph(graph, inputs)
-    result = IsaSim(config, check_hazards=True).run(program, program.memory_image(inputs))
-    assert result.ok, result.error_message
-    assert result.hazards == [], result.hazards[:3]
-    got = program.read_outputs(result.memory)
-    assert set(got) == set(expected)
-    for name, want in expected.items():
-        assert got[name].dtype == want.dtype and got[name].shape == want.shape, name
-        mismatch = np.argwhere(got[name] != want)
-        assert mismatch.size == 0, f"{name}: {len(mismatch)} wrong values, first at {mismatch[0].tolist()}"
-    sim = IsaSim(config, check_hazards=True, timing_model=lambda c: RandomTiming(c, seed))
-    assert sim.run(program, program.memory_image(inputs)).hazards == []
+    compare_on_isa(comp.program, graph, int8_inputs(graph, np.random.default_rng(seed)), config,
+                   timing_seeds=(seed,))
     return comp
 
 

@@ -8,8 +8,8 @@ import numpy as np
 from tosa_ir import Block, Graph, Operator, Tensor
 
 from compiler.driver import run_pipeline
-from sim.isa_sim import IsaSim
-from sim.reference import run_graph
+
+from npu_check import compare_on_isa
 
 INT_RANGE = {"bool": (0, 1), "int8": (-128, 127), "int16": (-32768, 32767), "int32": (-(1 << 31), (1 << 31) - 1),
              "int48": (-(1 << 47), (1 << 47) - 1)}
@@ -90,19 +90,7 @@ def run_and_compare(graph: Graph, inputs: dict, config, check_hazards: bool = Tr
     """Compile ``graph``, run it on the ISA simulator, compare every output bit-exactly with
     the reference interpreter; returns the compilation."""
     comp = run_pipeline(graph, config)
-    program = comp.program
-    expected = run_graph(graph, inputs)
-    result = IsaSim(config, check_hazards=check_hazards).run(program, program.memory_image(inputs))
-    assert result.ok, result.error_message
-    if check_hazards:
-        assert result.hazards == [], result.hazards[:3]
-    got = program.read_outputs(result.memory)
-    assert set(got) == set(expected)
-    for name, want in expected.items():
-        assert got[name].shape == want.shape, (name, got[name].shape, want.shape)
-        bad = np.argwhere(got[name].astype(np.int64) != want.astype(np.int64))
-        assert bad.size == 0, (f"{name}: {len(bad)} of {want.size} wrong, first at {bad[0].tolist()}: "
-                               f"got {got[name][tuple(bad[0])]}, want {want[tuple(bad[0])]}")
+    compare_on_isa(comp.program, graph, inputs, config, check_hazards=check_hazards, same_dtype=False)
     return comp
 
 
