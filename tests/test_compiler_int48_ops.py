@@ -109,15 +109,46 @@ def test_int16_bilinear_resize(case):
     run_and_compare(g.graph([y]), inputs, DEFAULT_CONFIG)
 
 
-def test_int16_bilinear_resize_weights_past_255_unsupported():
-    rng = np.random.default_rng(3)
+def _bilinear(rng, n, hw, c, scale, offset, x_range=(None, None)):
+    """A BILINEAR int16 RESIZE graph (builder, output name, input name)."""
+    (h, w), (syn, syd, sxn, sxd), (oy, ox) = hw, scale, offset
+    oh, by = _resize_size(h, syn, syd, oy)
+    ow, bx = _resize_size(w, sxn, sxd, ox)
     g = VecBuilder(rng)
-    x = g.input((1, 3, 3, 2), "int16")
-    oh, by = _resize_size(3, 32, 16, 0)
-    shape_ops = [g.const(np.array(v), "shape") for v in ([32, 16, 32, 16], [0, 0], [by, by])]
-    y = g.op("RESIZE", [x] + shape_ops, (1, oh, oh, 2), "int48", mode="BILINEAR")
-    with pytest.raises(Unsupported, match="255"):
-        run_pipeline(g.graph([y]), DEFAULT_CONFIG)
+    x = g.input((n, h, w, c), "int16", *x_range)
+    shape_ops = [g.const(np.array(v), "shape") for v in ([syn, syd, sxn, sxd], [oy, ox], [by, bx])]
+    return g, g.op("RESIZE", [x] + shape_ops, (n, oh, ow, c), "int48", mode="BILINEAR"), x
+
+
+@pytest.mark.parametrize("scale,offset", [
+    ((256, 256, 256, 256), (0, 0)),         # weights up to 65536 (= 256 * 255 + 256)
+    ((256, 128, 256, 64), (0, 0)),           # upscale: 2 x 4 phases, weights 0 .. 65536
+    ((256, 111, 200, 97), (-100, 50)),
+    ((32, 16, 32, 16), (0, 0)),
+    ((16, 9, 17, 11), (7, -9)),              # 272: just past one byte
+])
+def test_int16_bilinear_resize_byte_planes_extremes(scale, offset):
+    """``scale_y_n * scale_x_n > 255``: weight byte planes combined in int48, full-scale inputs."""
+    rng = np.random.default_rng(sum(scale))
+    g, y, x = _bilinear(rng, 1, (3, 4), 3, scale, offset)
+    inputs = g.inputs(rng)
+    inputs[x][0, :, :2] = -32768
+    inputs[x][0, :, 2:] = 32767
+    inputs[x][0, 1, 1:3, 1] = [32767, -32768]
+    run_and_compare(g.graph([y]), inputs, SMALL_CONFIG if scale[0] == scale[1] else DEFAULT_CONFIG)
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_int16_bilinear_resize_byte_planes_random(seed):
+    rng = np.random.default_rng(300 + seed)
+    # (output sizes, hence phases, kept small: every phase has its own weight tiles)
+    sy_n, sx_n = (int(v) for v in rng.integers(16, 257, 2))
+    scale = [sy_n, int(rng.integers(sy_n // 2 + 1, 2 * sy_n)), sx_n, int(rng.integers(sx_n // 2 + 1, 2 * sx_n))]
+    offset = [int(rng.integers(-scale[0] + 1, scale[0])), int(rng.integers(-scale[2] + 1, scale[2]))]
+    g, y, x = _bilinear(rng, 2, (int(rng.integers(2, 5)), int(rng.integers(2, 5))), int(rng.integers(1, 20)),
+                        scale, offset)
+    comp = run_and_compare(g.graph([y]), g.inputs(rng), DEFAULT_CONFIG)
+    assert any(getattr(layer, "hi_weights", None) is not None for layer in comp.flow.layers)
 
 
 def _fixed_ops(comp) -> int:

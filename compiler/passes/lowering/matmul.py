@@ -140,12 +140,14 @@ def lower_matmul(layer: MatmulLayer, flow, ext: ExtPlan, config: NpuConfig, inde
     return MatmulPlan(layer, ops, ht)
 
 
-def _combine(op, acc: int, ht: int, rows: int, obase: int) -> None:
+def _combine(op, acc: int, ht: int, rows: int, obase: int, k0: int = 0) -> None:
     """``256 * H + Lo`` (mod 2**48) of the int48 row pairs Lo at ``acc`` and H at ``acc + 2*ht``,
-    as int32 words in ASRAM: low words at ``obase``, sign-extended high words at ``obase + 4*ht``."""
+    as int32 words in ASRAM: low words at ``obase``, sign-extended high words at ``obase + 4*ht``.
+    ACC rows ``acc .. acc + 9*ht`` are used; ``k0``: the PSRAM row of ``SHIFTS``' first row.
+    (Also the wide convolutions' byte planes: compiler/passes/lowering/mxu_conv.py.)"""
     lo_l, lo_h, hi_l, hi_h = acc, acc + 1, acc + 2 * ht, acc + 2 * ht + 1
     t1, t2, t3, t4, s = (acc + 4 * ht + k * ht for k in range(5))
-    k8, k24, k16, k31 = range(4)          # PSRAM rows (SHIFTS)
+    k8, k24, k16, k31 = range(k0, k0 + 4)          # PSRAM rows (SHIFTS)
 
     def valu(o, d, a_addr, a_stride, b=None, imm0=0):
         fields = dict(op=o, dtype=VecType.INT32, n0=rows, n1=1, a_mem=VecMem.ACC, a_addr=a_addr, a_stride0=a_stride,

@@ -19,6 +19,10 @@ Per batch, output plane, phase pair (``ys`` x ``xs``) and output tile of ``tr x 
    apart) and DMA_STORE into the output pixels ``o0 + step * j`` (int48: element mode, the
    two words of each int64 interleaved by ``stride0 = 8``).
 
+With ``hi_weights`` (int16 BILINEAR RESIZE's weight byte planes) every tile has a second,
+high-byte tile whose MATMULs accumulate ``H`` next to ``Lo`` (9 ACC rows per pixel), and
+step 3 is MATMUL's ``256 * H + Lo`` (compiler/passes/lowering/matmul.py ``_combine``).
+
 Weight tiles holding only the weight zero point (a depthwise convolution's off-diagonal
 blocks) get no MATMUL.  Layers whose straight line exceeds the instruction memory are
 emitted with their own LOOPs and waits (compiler/passes/lowering/mxu_conv_loops.py).
@@ -38,6 +42,7 @@ from tosa_ir.errors import Unsupported
 
 from compiler.ops import Op, new_op
 from compiler.passes.lowering.elementwise import VEC_ROWS, tensor_array
+from compiler.passes.lowering.matmul import SHIFTS, _combine
 from compiler.passes.memplan import ExtPlan
 from compiler.passes.mxu_conv import MxuConvLayer
 from compiler.passes.tiling import MAX_LEN
@@ -64,26 +69,39 @@ def _blocks(layer: MxuConvLayer, config: NpuConfig) -> tuple[int, int]:
     return ceil_div(layer.in_shape[-1], config.array_rows), ceil_div(layer.out_shape[-1], config.array_cols)
 
 
-def live_tiles(layer: MxuConvLayer, config: NpuConfig) -> np.ndarray:
-    """``[tap, cb, ob]``: whether the weight tile holds an entry other than the weight zero
-    point (the others add nothing: their MATMULs are left out, e.g. a depthwise convolution's
-    off-diagonal blocks)."""
+def _planes(layer: MxuConvLayer) -> list[np.ndarray]:
+    """The weight planes: ``weights``, then ``hi_weights`` (the high bytes) when set."""
+    return [layer.weights] + ([layer.hi_weights] if layer.hi_weights is not None else [])
+
+
+def _full(layer: MxuConvLayer, config: NpuConfig, weights: np.ndarray) -> np.ndarray:
+    """``weights`` as ``[tap, cblocks * R, oblocks * COLS]``, padded with the weight zero point."""
     R, C = config.array_rows, config.array_cols
     cblocks, oblocks = _blocks(layer, config)
-    kd, kh, kw, ic, oc = layer.weights.shape
+    kd, kh, kw, ic, oc = weights.shape
     full = np.full((kd * kh * kw, cblocks * R, oblocks * C), layer.weight_zp, np.int64)
-    full[:, :ic, :oc] = layer.weights.reshape(kd * kh * kw, ic, oc)
-    return (full != layer.weight_zp).reshape(kd * kh * kw, cblocks, R, oblocks, C).any(axis=(2, 4))
+    full[:, :ic, :oc] = weights.reshape(kd * kh * kw, ic, oc)
+    return full
+
+
+def live_tiles(layer: MxuConvLayer, config: NpuConfig, weights: np.ndarray | None = None) -> np.ndarray:
+    """``[tap, cb, ob]``: whether the weight tile (of ``weights``, default the layer's) holds an
+    entry other than the weight zero point (the others add nothing: their MATMULs are left out,
+    e.g. a depthwise convolution's off-diagonal blocks)."""
+    R, C = config.array_rows, config.array_cols
+    cblocks, oblocks = _blocks(layer, config)
+    full = _full(layer, config, layer.weights if weights is None else weights)
+    return (full != layer.weight_zp).reshape(full.shape[0], cblocks, R, oblocks, C).any(axis=(2, 4))
 
 
 def mxu_conv_constants(layer: MxuConvLayer, config: NpuConfig) -> dict[str, bytes]:
-    """Weight tiles ``[ob][tap][cb]`` (R x COLS int8 each) and bias rows (int32 lanes)."""
+    """Weight tiles ``[ob][plane][tap][cb]`` (R x COLS int8 each) and bias rows (int32 lanes;
+    with ``hi_weights`` then the byte combination's shift rows)."""
     R, C = config.array_rows, config.array_cols
     cblocks, oblocks = _blocks(layer, config)
     kd, kh, kw, ic, oc = layer.weights.shape
-    full = np.full((kd * kh * kw, cblocks * R, oblocks * C), layer.weight_zp, np.int64)
-    full[:, :ic, :oc] = layer.weights.reshape(kd * kh * kw, ic, oc)
-    tiles = full.reshape(kd * kh * kw, cblocks, R, oblocks, C).transpose(3, 0, 1, 2, 4)    # [ob][tap][cb]
+    tiles = np.stack([_full(layer, config, w).reshape(kd * kh * kw, cblocks, R, oblocks, C).transpose(3, 0, 1, 2, 4)
+                      for w in _planes(layer)], 1)        # [ob][plane][tap][cb][R][C]
     bias = np.zeros(oblocks * C, np.int64)
     bias[:oc] = layer.bias
     bias = bias.reshape(oblocks, C)
@@ -97,6 +115,8 @@ def mxu_conv_constants(layer: MxuConvLayer, config: NpuConfig) -> dict[str, byte
         params[:, :oc] = layer.rescale_params
         params = params.reshape(2, oblocks, C).transpose(1, 0, 2).reshape(2 * oblocks, C)
         rows = np.concatenate([rows.astype(np.int64), params])
+    if layer.hi_weights is not None:
+        rows = np.concatenate([rows.astype(np.int64), np.repeat(np.array(SHIFTS, np.int64)[:, None], C, 1)])
     w_name, b_name = _names(layer)
     if layer.int4:      # row-major R x COLS nibbles per tile, two per byte, low nibble first
         nib = (tiles.reshape(-1, 2) & 0xF).astype(np.uint8)
@@ -131,10 +151,15 @@ def _emit(layer: MxuConvLayer, flow, ext: ExtPlan, config: NpuConfig, index: int
     cblocks, oblocks = _blocks(layer, config)
     kd, kh, kw = layer.weights.shape[:3]
     ntaps = kd * kh * kw
-    live = live_tiles(layer, config)
+    hi = layer.hi_weights is not None
+    if hi and (not layer.wide or layer.rescale or np.any(layer.bias) or layer.int4):
+        raise Unsupported(f"{layer.where()}: weight byte planes need int48 output, int8 weights, no bias or RESCALE")
+    lives = [live_tiles(layer, config, w) for w in _planes(layer)]
     P = 2 if layer.wide else 1
+    acc_per = 9 if hi else P                        # ACC rows per output pixel (_combine's Lo, H, temporaries)
     t_rows = matmul.tile_rows(R, int(layer.int4))
-    group = ntaps * cblocks * t_rows                # WSRAM rows of one output block's tiles
+    plane_rows = ntaps * cblocks * t_rows           # WSRAM rows of one output block's tiles of one plane
+    group = len(lives) * plane_rows                 # WSRAM rows of one output block's tiles
     w_rows = oblocks * group
     # All weights resident when they fit; else each output block's tiles are loaded for every
     # output tile, alternating between two WSRAM slots.
@@ -142,7 +167,8 @@ def _emit(layer: MxuConvLayer, flow, ext: ExtPlan, config: NpuConfig, index: int
     if not resident and 2 * group > config.wsram_rows:
         raise Unsupported(f"{layer.where()}: the weights of one output-channel block ({group} WSRAM rows) do "
                           f"not fit twice in WSRAM ({config.wsram_rows} rows)")
-    p_rows = P * oblocks + (2 * oblocks if layer.rescale else 0)
+    k0 = P * oblocks + (2 * oblocks if layer.rescale else 0)       # PSRAM row of SHIFTS (hi)
+    p_rows = k0 + (len(SHIFTS) if hi else 0)
     if p_rows > config.psram_rows:
         raise Unsupported(f"{layer.where()}: {p_rows} bias rows do not fit PSRAM")
     src = tensor_array(flow, ext, layer.input, L)
@@ -187,7 +213,7 @@ def _emit(layer: MxuConvLayer, flow, ext: ExtPlan, config: NpuConfig, index: int
         hh, ww = span(ph_y, 0, tr)[1], span(ph_x, 0, tc)[1]
         a = max_planes * cblocks * hh * ww * P
         return (ww <= 2 * PAD_MAX and 2 * a + stages * tr * tc * o_words <= asram
-                and regions * tr * tc * P <= config.acc_rows)
+                and regions * tr * tc * acc_per <= config.acc_rows)
 
     for ph_y, ph_x in itertools.product(layer.ys, layer.xs):
         tc = min(ph_x.count, MAX_LEN)
@@ -224,7 +250,7 @@ def _emit(layer: MxuConvLayer, flow, ext: ExtPlan, config: NpuConfig, index: int
                     # ACC regions (two, or one per block), one output block each: the next
                     # block's MATMULs run while the VPU empties the previous one
                     start = len(ops)
-                    acc = (ob % regions) * tr * tc * P
+                    acc = (ob % regions) * tr * tc * acc_per
                     w_base = ob * group if resident else (ob % 2) * group
                     if not resident:
                         op("DMA_LOAD", sram=Sram.WSRAM, sram_addr=w_base, ext_addr=ext.constants[w_name] + ob * group * L,
@@ -234,19 +260,25 @@ def _emit(layer: MxuConvLayer, flow, ext: ExtPlan, config: NpuConfig, index: int
                     op("VALU", op=ValuOp.COPY, dtype=VecType.INT32, n0=rr * cc, n1=P, a_mem=VecMem.PSRAM,
                        a_addr=P * ob, a_stride0=0, a_stride1=1, d_mem=VecDst.ACC, d_addr=acc, d_stride0=P,
                        d_stride1=1)
+                    if hi:      # H starts at 0 too (the bias is 0)
+                        op("VALU", op=ValuOp.COPY, dtype=VecType.INT32, n0=rr * cc, n1=P, a_mem=VecMem.PSRAM,
+                           a_addr=P * ob, a_stride0=0, a_stride1=1, d_mem=VecDst.ACC, d_addr=acc + 2 * tr * tc,
+                           d_stride0=P, d_stride1=1)
                     mm_start = len(ops)
                     for (pi, (kz, _)), (ky, yoff), (kx, xoff), cb in itertools.product(
                             enumerate(planes), ph_y.taps, ph_x.taps, range(cblocks)):
                         tap = (kz * kh + ky) * kw + kx
-                        if not live[tap, cb, ob]:
-                            continue
                         base = cb_base(pi, cb)
                         row0 = j0 * ph_y.s + yoff - y_lo
                         col0 = i0 * ph_x.s + xoff - x_lo
-                        op("MATMUL", a_addr=base + (row0 * ww + col0) * pw, a_stride0=ph_x.s * pw, n0=cc,
-                           a_stride1=ph_y.s * ww * pw, n1=rr, w_addr=w_base + (tap * cblocks + cb) * t_rows,
-                           acc_addr=acc, accumulate=1, a_zp=layer.input_zp, w_zp=layer.weight_zp,
-                           a_type=int(layer.wide), w_type=int(layer.int4))
+                        for k, live in enumerate(lives):    # the planes: Lo at acc, H at acc + 2*tr*tc
+                            if not live[tap, cb, ob]:
+                                continue
+                            op("MATMUL", a_addr=base + (row0 * ww + col0) * pw, a_stride0=ph_x.s * pw, n0=cc,
+                               a_stride1=ph_y.s * ww * pw, n1=rr,
+                               w_addr=w_base + k * plane_rows + (tap * cblocks + cb) * t_rows,
+                               acc_addr=acc + 2 * k * tr * tc, accumulate=1, a_zp=layer.input_zp,
+                               w_zp=layer.weight_zp, a_type=int(layer.wide), w_type=int(layer.int4))
                     mm_end = len(ops)
                     # 3. out through ASRAM
                     o_base = 2 * a_size + (ob % stages) * tr * tc * o_words
@@ -260,9 +292,12 @@ def _emit(layer: MxuConvLayer, flow, ext: ExtPlan, config: NpuConfig, index: int
                         op("DMA_STORE", sram=Sram.ASRAM, sram_addr=o_base, ext_addr=dst, len0=o_vec, **lines)
                         tile_marks.append((start, mm_start, mm_end, len(ops)))
                         continue
-                    op("VALU", op=ValuOp.COPY, dtype=VecType.INT32, n0=rr * cc, n1=P, a_mem=VecMem.ACC, a_addr=acc,
-                       a_stride0=P, a_stride1=1, d_mem=VecDst.ASRAM, d_addr=o_base, d_stride0=4,
-                       d_stride1=4 * tr * tc)
+                    if hi:      # 256 * H + Lo: low words at o_base, high words at o_base + 4*tr*tc
+                        _combine(op, acc, tr * tc, rr * cc, o_base, k0)
+                    else:
+                        op("VALU", op=ValuOp.COPY, dtype=VecType.INT32, n0=rr * cc, n1=P, a_mem=VecMem.ACC,
+                           a_addr=acc, a_stride0=P, a_stride1=1, d_mem=VecDst.ASRAM, d_addr=o_base, d_stride0=4,
+                           d_stride1=4 * tr * tc)
                     if not layer.wide:
                         op("DMA_STORE", sram=Sram.ASRAM, sram_addr=o_base, ext_addr=dst, len0=4, **lines)
                     else:
