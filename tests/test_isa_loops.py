@@ -8,6 +8,8 @@ Oracles, all independent of the simulator's loop code:
 * a convolution written with three nested loops against a direct numpy convolution;
 * hand-worked expectations for errors (which iteration fails, what ran before) and cycles.
 """
+import os
+import sys
 from dataclasses import replace
 
 import numpy as np
@@ -18,8 +20,9 @@ from isa.asm import assemble
 from isa.program import Program, Segment, TensorBinding
 from sim.isa_sim import IsaSim, run_program
 from sim.npu_timing import TimingModel
-from sim.tosa_helpers import apply_scale_32
 
+sys.path.insert(0, os.path.dirname(__file__))
+from conv_oracle import direct_conv, random_conv_case  # noqa: E402
 from cocotb_tests.loop_programs import LoopProgramGenerator, Region, setup_program, unroll, without_hazards
 
 CFG = SMALL_CONFIG
@@ -147,22 +150,12 @@ def conv_loops(cfg, h, w, k, stride, pad, in_zp, w_zp, weights, bias, mul, shift
 @pytest.mark.parametrize("h,w,k,stride,pad", [(6, 5, 3, 1, 1), (7, 8, 3, 2, 0), (5, 5, 2, 1, 0)])
 def test_conv_with_nested_loops_equals_numpy(h, w, k, stride, pad):
     cfg = CFG
-    rng = np.random.default_rng(21)
-    lanes = cfg.bus_bytes
-    in_zp, w_zp, out_zp = -5, 3, 7
-    x = rng.integers(-128, 128, (1, h, w, lanes)).astype(np.int8)
-    weights = rng.integers(-128, 128, (k, k, lanes, lanes)).astype(np.int8)   # [ky][kx][cout][cin]
-    bias = rng.integers(-2000, 2000, lanes)
-    mul = rng.integers(1 << 30, 2**31, lanes)
-    shift = rng.integers(40, 44, lanes)
-    prog = conv_loops(cfg, h, w, k, stride, pad, in_zp, w_zp, weights, bias, mul, shift, out_zp)
-    outputs, res = run_program(prog, {"x": x}, check_hazards=True)
+    c = random_conv_case(np.random.default_rng(21), h, w, k, cfg.bus_bytes)
+    prog = conv_loops(cfg, h, w, k, stride, pad, c["in_zp"], c["w_zp"], c["weights"], c["bias"], c["mul"],
+                      c["shift"], c["out_zp"])
+    outputs, res = run_program(prog, {"x": c["x"]}, check_hazards=True)
     assert res.hazards == []
-
-    xp = np.pad(x[0].astype(np.int64) - in_zp, ((pad, pad), (pad, pad), (0, 0)))
-    win = np.lib.stride_tricks.sliding_window_view(xp, (k, k), axis=(0, 1))[::stride, ::stride]
-    acc = np.einsum("yxcij,ijoc->yxo", win, weights.astype(np.int64) - w_zp) + bias
-    expected = np.clip(apply_scale_32(acc, mul, shift, True) + out_zp, -128, 127).astype(np.int8)
+    expected = direct_conv(c, k, stride, pad)
     assert (outputs["y"][0] == expected).all()
     oh = expected.shape[0]
     assert len(prog.instructions) == 12

@@ -6,6 +6,8 @@ a direct int64 dot product for MATMUL, the TOSA spec helper apply_scale_32/16 (p
 doc's own formula where the spec leaves the result undefined) for ACT, and a direct numpy
 convolution for the end-to-end check.  Programs are hand-assembled with isa.asm.
 """
+import os
+import sys
 from types import SimpleNamespace
 
 import numpy as np
@@ -20,6 +22,9 @@ from isa.instructions import Unit
 from sim.isa_hazards import find_hazards
 from sim.isa_units import Footprint, NpuState, exec_act
 from sim.tosa_helpers import apply_scale_16, apply_scale_32
+
+sys.path.insert(0, os.path.dirname(__file__))
+from conv_oracle import direct_conv, random_conv_case  # noqa: E402
 from tosa_ir import TosaUnpredictable
 
 CFG = SMALL_CONFIG            # 4x4 array, 4-byte bus
@@ -544,23 +549,11 @@ def conv_program(cfg, h, w, k, stride, pad, in_zp, w_zp, weights, bias, mul, shi
     (DEFAULT_CONFIG, 5, 6, 2, 1, 0),
 ])
 def test_conv_as_matmuls_equals_numpy(cfg, h, w, k, stride, pad):
-    rng = np.random.default_rng(10)
-    lanes = cfg.bus_bytes
-    in_zp, w_zp, out_zp = -5, 3, 7
-    x = rng.integers(-128, 128, (1, h, w, lanes)).astype(np.int8)
-    weights = rng.integers(-128, 128, (k, k, lanes, lanes)).astype(np.int8)   # [ky][kx][cout][cin]
-    bias = rng.integers(-2000, 2000, lanes)
-    mul = rng.integers(1 << 30, 2**31, lanes)
-    shift = rng.integers(40, 44, lanes)
-    prog = conv_program(cfg, h, w, k, stride, pad, in_zp, w_zp, weights, bias, mul, shift, out_zp)
-    outputs, res = run_program(prog, {"x": x}, timing=False)
-
-    # Direct convolution: pad with the input zero point, subtract zero points, slide.
-    xp = np.pad(x[0].astype(np.int64) - in_zp, ((pad, pad), (pad, pad), (0, 0)))
-    win = np.lib.stride_tricks.sliding_window_view(xp, (k, k), axis=(0, 1))[::stride, ::stride]
-    acc = np.einsum("yxcij,ijoc->yxo", win, weights.astype(np.int64) - w_zp) + bias
-    scaled = apply_scale_32(acc, mul, shift, True)
-    expected = np.clip(scaled + out_zp, -128, 127).astype(np.int8)
+    c = random_conv_case(np.random.default_rng(10), h, w, k, cfg.bus_bytes)
+    prog = conv_program(cfg, h, w, k, stride, pad, c["in_zp"], c["w_zp"], c["weights"], c["bias"], c["mul"],
+                        c["shift"], c["out_zp"])
+    outputs, res = run_program(prog, {"x": c["x"]}, timing=False)
+    expected = direct_conv(c, k, stride, pad)
     assert (outputs["y"][0] == expected).all()
     assert res.instructions_executed == len(prog.instructions)
 
