@@ -31,7 +31,7 @@ bench:
 
 docs:
 	$(PYTHON) -m isa.generate
-	$(PYTHON) -m hw.csr_header
+	$(PYTHON) -m hw.harness.csr_header
 
 clean:
 	rm -rf build sim_build .pytest_cache

@@ -1,4 +1,4 @@
-"""Benchmark: speed of the ISA simulator (sim/isa_sim.py) on long programs.
+"""Benchmark: speed of the ISA simulator (sim/isa/sim.py) on long programs.
 
 Workloads, each as long as the instruction memory allows (DEFAULT_CONFIG, 16x16):
 
@@ -27,7 +27,7 @@ from isa.config import DEFAULT_CONFIG, NpuConfig
 from isa.encoding import Instruction, make
 from isa.instructions import Sram, Unit
 from isa.program import Program, Segment
-from sim.isa_sim import IsaSim
+from sim.isa.sim import IsaSim
 from tosa_ir import NpuError
 
 DESCRIPTION = "ISA simulator speed on long programs (instructions/s, simulated cycles/s)"

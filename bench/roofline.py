@@ -18,11 +18,11 @@ Roofline.  ``bound = max(MACs / MACs-per-cycle, bytes / bus bytes per cycle)`` p
 ``bytes`` being the least external traffic: every weight (int8) and bias (int32) read
 once, the input read once and the output written once, at their graph sizes.  Layers the
 compiler adds (``conv0.pack``: tap packing) have no bound of their own.  The attribution
-and the bound are compiler/estimate.py's (``estimate_compilation``), so `npu estimate` and
+and the bound are compiler/estimate/layers.py's (``estimate_compilation``), so `npu estimate` and
 this benchmark agree row for row.
 
 Plot.  Next to each model's CSV, ``roofline_<model>.svg``: one bar per layer, cycles
-against the bound, utilisation and cycles/bound written beside (compiler/report_plot.py).
+against the bound, utilisation and cycles/bound written beside (compiler/estimate/plot.py).
 """
 from __future__ import annotations
 
@@ -54,10 +54,10 @@ class LayerRow:
 
 
 def layer_rows(comp, config: NpuConfig) -> tuple[list[LayerRow], int]:
-    """Per-layer rows of a compilation and the total cycles: compiler/estimate.py's
+    """Per-layer rows of a compilation and the total cycles: compiler/estimate/layers.py's
     per-layer attribution and roofline bound (one definition of both), with the graph
     tensor each layer writes."""
-    from compiler.estimate import estimate_compilation
+    from compiler.estimate.layers import estimate_compilation
 
     est = estimate_compilation(comp)
     rows = [LayerRow(e.name, layer.writes[0] if getattr(layer, "writes", None) else "", type(layer).__name__,
@@ -83,7 +83,7 @@ def models(with_alexnet: bool = True) -> list[tuple[str, Path, Path]]:
 def run_model(name: str, model_path: Path, input_path: Path, config: NpuConfig, ctx: BenchContext) -> Table:
     from compiler.driver import run_pipeline
     from npu import backends
-    from sim.isa_sim import IsaSim
+    from sim.isa.sim import IsaSim
 
     model = backends.load_model(str(model_path))
     with np.load(input_path) as data:
@@ -148,7 +148,7 @@ def run_model(name: str, model_path: Path, input_path: Path, config: NpuConfig, 
 
 def write_plot(name: str, rows: list[LayerRow], config: NpuConfig, folder: Path) -> Path:
     """The per-layer bar chart of ``rows`` as ``folder/roofline_<name>.svg``."""
-    from compiler.report_plot import PlotRow, roofline_svg
+    from compiler.estimate.plot import PlotRow, roofline_svg
 
     plot_rows = [PlotRow(r.name, r.cycles, r.bound, r.macs / (r.cycles * config.macs_per_cycle) if r.cycles else 0.0,
                          f"{r.kind} -> {r.output}",

@@ -1,6 +1,6 @@
 """RTL simulation speed and ISA-simulator/RTL cycle agreement (the 16x16 default NPU).
 
-Runs the long MATMUL-bound, VPU-bound and TABLE-bound programs of hw/bench.py on the Verilator model and on
+Runs the long MATMUL-bound, VPU-bound and TABLE-bound programs of bench/rtl_programs.py on the Verilator model and on
 the ISA simulator, and reports simulated cycles per second of wall time (simulation only,
 process start-up excluded) and whether the cycle counts agree.
 """
@@ -26,9 +26,9 @@ def _memory(program: Program) -> bytes:
 
 
 def run(ctx: BenchContext) -> list[Table]:
-    from hw.bench import long_program, table_program, vector_program
-    from hw.simulation import build, run_program
-    from sim.isa_sim import IsaSim
+    from bench.rtl_programs import long_program, table_program, vector_program
+    from hw.harness.simulation import build, run_program
+    from sim.isa.sim import IsaSim
 
     config = DEFAULT_CONFIG
     table = Table("rtl", f"RTL simulation speed ({config.array_rows}x{config.array_cols} NPU, Verilator)",

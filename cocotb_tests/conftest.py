@@ -1,5 +1,5 @@
 """RTL test fixtures: each Verilator model is built once per session (and cached on disk
-under build/rtl/, see hw/simulation.py), then many programs run on it."""
+under build/rtl/, see hw/harness/simulation.py), then many programs run on it."""
 from __future__ import annotations
 
 import pytest
@@ -16,7 +16,7 @@ def pytest_collection_modifyitems(items):
 @pytest.fixture(scope="session")
 def small_rtl():
     """Build directory of the 4x4 NPU (SMALL_CONFIG)."""
-    from hw.simulation import build
+    from hw.harness.simulation import build
 
     return build(SMALL_CONFIG)
 
@@ -24,6 +24,6 @@ def small_rtl():
 @pytest.fixture(scope="session")
 def default_rtl():
     """Build directory of the 16x16 NPU (DEFAULT_CONFIG)."""
-    from hw.simulation import build
+    from hw.harness.simulation import build
 
     return build(DEFAULT_CONFIG)

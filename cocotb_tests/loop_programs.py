@@ -3,7 +3,7 @@ nested-loop programs whose addresses stay in range.
 
 The unroller is written from the LOOP doc in isa/instructions.py as a plain recursion, with
 the address fields of each instruction listed here by hand: it shares no code with the
-simulator's loop stack (sim/isa_loops.py), the table's ``space`` tags, or the RTL.
+simulator's loop stack (sim/isa/loops.py), the table's ``space`` tags, or the RTL.
 """
 from __future__ import annotations
 
@@ -239,7 +239,7 @@ def without_hazards(instrs: list[Instruction], mem: bytes, config, rounds: int =
     """Add wait bits until the ISA simulator's hazard checker finds no unordered conflict
     (random waits make overlapping, racy programs; the data comparisons need defined ones)."""
     from isa.program import Program
-    from sim.isa_sim import IsaSim
+    from sim.isa.sim import IsaSim
 
     instrs = list(instrs)
     for _ in range(rounds):

@@ -1,6 +1,6 @@
 """Test-only numpy model of the ISA (isa/instructions.py docs), executed sequentially.
 
-Written from the instruction docs independently of the RTL and of sim/isa_sim.py, so the
+Written from the instruction docs independently of the RTL and of sim/isa/sim.py, so the
 RTL tests compare two implementations.  Only the non-failing behaviour is modelled; the
 error tests state their expected error codes directly.  ACT's scaling uses TOSA's
 apply_scale_32/16 from sim/tosa_helpers.py wherever the spec defines the result, and the

@@ -11,7 +11,7 @@ from isa.config import NpuConfig
 from isa.encoding import encode_program
 from isa.instructions import INSTR_BYTES, ErrorCode
 from isa.program import Program
-from hw.simulation import RtlResult, run_program
+from hw.harness.simulation import RtlResult, run_program
 from sim.npu_timing import TimingModel
 
 from cocotb_tests.loop_programs import unroll
@@ -85,7 +85,7 @@ def lockstep(build_dir, config: NpuConfig, instrs, memory: bytes | bytearray,
     masks leave unordered (off for programs that are deliberately unordered, e.g. error
     stops).  Returns ``(rtl, ref)``.
     """
-    from sim.isa_sim import IsaSim
+    from sim.isa.sim import IsaSim
 
     mem = bytearray(memory)
     place_program(mem, instrs)

@@ -1,4 +1,4 @@
-"""BRANCH on the RTL, in lockstep with the ISA simulator (sim/isa_sim.py): loops built from
+"""BRANCH on the RTL, in lockstep with the ISA simulator (sim/isa/sim.py): loops built from
 branches (test at the top or the bottom, conditions in ASRAM and ACC, int8 and int32),
 taken and not-taken forward branches, branches next to LOOPs and into a LOOP body, and the
 errors (BRANCH_LIMIT, illegal targets, a branch inside a LOOP, a condition row out of

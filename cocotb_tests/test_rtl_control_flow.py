@@ -1,4 +1,4 @@
-"""Control flow compiled with BRANCH (compiler/passes/control_link.py) on the RTL: WHILE_LOOP
+"""Control flow compiled with BRANCH (compiler/link/control.py) on the RTL: WHILE_LOOP
 conformance tests (trip counts from graph inputs; ``npu conformance --backend rtl``) must
 pass bit-exactly against the official reference model's recorded results; a linked COND_IF
 and nested WHILE_LOOPs on the 4x4 NPU must match the ISA simulator byte for byte and cycle
@@ -38,8 +38,8 @@ def _lockstep_graph(build_dir, config, graph, inputs):
     """Compile ``graph``; RTL and ISA simulator must agree on every byte and cycle, and the
     outputs must be the reference interpreter's."""
     from compiler.driver import compile_graph
-    from hw.simulation import run_program
-    from sim.isa_sim import IsaSim
+    from hw.harness.simulation import run_program
+    from sim.isa.sim import IsaSim
     from sim.reference import run_graph
 
     from cocotb_tests.rtl_harness import assert_memory_equal

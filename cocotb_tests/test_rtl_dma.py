@@ -125,7 +125,7 @@ def test_memory_grows_to_the_last_store(small_rtl):
 def check_against_isa_sim(checked, config, instrs, mem) -> None:
     """The RTL run of ``checked`` equals the ISA simulator's: every external byte, every
     scratchpad, cycles and busy counters."""
-    from sim.isa_sim import IsaSim
+    from sim.isa.sim import IsaSim
 
     image = bytearray(mem)
     place_program(image, instrs)

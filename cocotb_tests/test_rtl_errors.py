@@ -8,7 +8,7 @@ import pytest
 from isa import SMALL_CONFIG, make
 from isa.instructions import INSTR_BYTES, ErrorCode, Sram
 from isa.program import Program
-from hw.simulation import run_program
+from hw.harness.simulation import run_program
 
 from cocotb_tests.rtl_harness import run_checked
 

@@ -1,4 +1,4 @@
-"""Hardware loops on the RTL, in lockstep with the ISA simulator (sim/isa_sim.py): random
+"""Hardware loops on the RTL, in lockstep with the ISA simulator (sim/isa/sim.py): random
 nested-loop programs (cocotb_tests/loop_programs.py: bodies ending together, count 0,
 up to LOOP_DEPTH deep, increments of either sign in every address space), illegal LOOPs,
 and errors in a later iteration.  Compared: final memory, every scratchpad, CYCLES, the
@@ -12,7 +12,7 @@ from isa import DEFAULT_CONFIG, SMALL_CONFIG, encode
 from isa.asm import assemble
 from isa.instructions import INSTR_BYTES, ErrorCode
 from isa.program import Program
-from hw.simulation import run_program
+from hw.harness.simulation import run_program
 
 from cocotb_tests.loop_programs import LoopProgramGenerator, setup_program, with_program, without_hazards
 from cocotb_tests.rtl_harness import lockstep
@@ -76,7 +76,7 @@ CASES = {
 def test_loop_stops(small_rtl, name):
     text, code = CASES[name]
     if text is None:      # a LOOP word with a bit set above its last field
-        from sim.isa_sim import IsaSim
+        from sim.isa.sim import IsaSim
 
         instrs = assemble(PRELUDE + "LOOP count=1 body=1\nSYNC\nHALT")
         bad = int.from_bytes(encode(instrs[2]), "little") | 1 << 200

@@ -10,13 +10,13 @@ import pytest
 from compiler.driver import compile_graph
 from compiler.frontends import load_graph
 from isa import DEFAULT_CONFIG, SMALL_CONFIG
-from sim.isa_sim import IsaSim
+from sim.isa.sim import IsaSim
 
 SLICE = Path(__file__).resolve().parent.parent / "models" / "slice"
 
 
 def _run_both(program, inputs, build_dir):
-    from hw.simulation import run_program
+    from hw.harness.simulation import run_program
 
     memory = bytes(program.memory_image(inputs))
     rtl = run_program(program, memory, build_dir=build_dir)

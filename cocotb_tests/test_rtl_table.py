@@ -1,4 +1,4 @@
-"""The TABLE unit's RTL (hw/table.py) against the ISA simulator (sim/isa_table.py, itself
+"""The TABLE unit's RTL (hw/table.py) against the ISA simulator (sim/isa/table.py, itself
 checked against the reference interpreter's TABLE in tests/test_isa_table.py): whole
 programs (DMA the table in, TABLE LOAD, DMA the inputs, TABLE, DMA out, in a LOOP) where
 every external-memory byte, every scratchpad row, CYCLES and the busy counters must agree,

@@ -1,5 +1,5 @@
 """The vector unit's RTL (VRESCALE, VALU, VPOOL, ACT) in lockstep with the ISA simulator
-(sim/isa_vpu.py, itself checked against the ISA docs and the TOSA spec helpers in
+(sim/isa/vpu.py, itself checked against the ISA docs and the TOSA spec helpers in
 tests/test_isa_vpu.py): on random programs every scratchpad row, the external memory,
 CYCLES and the per-unit busy counters must agree; error stops too.  Programs come from
 cocotb_tests/vector_programs.py (legal, hazard-free: the ISA simulator's hazard checker

@@ -1,4 +1,4 @@
-"""The RTL against the ISA simulator (sim/isa_sim.py, written independently from the same
+"""The RTL against the ISA simulator (sim/isa/sim.py, written independently from the same
 ISA docs): final memory, every scratchpad, cycles, busy counters, error code and PC agree
 on the random block-test programs and on an error stop."""
 from __future__ import annotations
@@ -9,7 +9,7 @@ import pytest
 from isa import SMALL_CONFIG, make
 from isa.instructions import ErrorCode
 from isa.program import Program
-from hw.simulation import run_program
+from hw.harness.simulation import run_program
 
 from cocotb_tests import dma_programs, test_rtl_dma, test_rtl_mxu, test_rtl_errors, test_rtl_vpu
 from cocotb_tests.rtl_harness import assert_memory_equal, assert_rows_equal, place_program
@@ -49,7 +49,7 @@ def error_program(rng):
 
 @pytest.mark.parametrize("kind", ["dma", "dma_elem", "mxu", "vpu", "error"])
 def test_rtl_matches_isa_sim(small_rtl, kind):
-    from sim.isa_sim import IsaSim
+    from sim.isa.sim import IsaSim
 
     rng = np.random.default_rng(100 + len(kind))
     instrs, mem = globals()[f"{kind}_program"](rng)

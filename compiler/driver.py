@@ -3,15 +3,15 @@
 Pipeline (one module per pass, like Arm's Vela):
 
     frontend (compiler/frontends)      file -> tosa_ir.Graph
-    dataflow (passes/dataflow.py)      Graph -> layers (fused convs via passes/fusion.py, DMA
+    dataflow (dataflow.py)      Graph -> layers (fused convs via kinds/conv/fusion.py, DMA
                                        copies), tensors as views of root buffers, I/O bindings
-    tiling (passes/tiling.py)          ConvLayer -> ConvPlan (tiles, groups, ring slots)
-    weights (passes/weights.py)        weights and per-channel parameters in NPU order
-    memplan (passes/memplan.py)        external addresses of everything
+    tiling (kinds/conv/tiling.py)          ConvLayer -> ConvPlan (tiles, groups, ring slots)
+    weights (kinds/conv/weights.py)        weights and per-channel parameters in NPU order
+    memplan (program/memplan.py)        external addresses of everything
     lowering (passes/lowering/)        plans and copies -> instructions with footprints
-    schedule (passes/schedule.py)      order for overlap, wait masks
-    loops (passes/loops.py)            repeated runs -> LOOPs
-    program_builder.py                 -> isa.program.Program
+    schedule (program/schedule.py)      order for overlap, wait masks
+    loops (program/loops.py)            repeated runs -> LOOPs
+    program/builder.py                 -> isa.program.Program
 """
 from __future__ import annotations
 
@@ -23,34 +23,34 @@ from isa.program import Program
 from tosa_ir import Graph
 from tosa_ir.errors import InvalidInput, Unsupported
 
-from compiler.ir import ConvLayer, CopyLayer
-from compiler.ops import Op
-from compiler.passes.dataflow import Dataflow, build_dataflow
-from compiler.passes.lowering.conv2d import constant_names, lower_conv
-from compiler.passes.lowering.copy import lower_copy
-from compiler.passes.lowering.dma import fill_name
-from compiler.passes.lowering.pool import lower_pool, pool_constants
-from compiler.passes.elementwise import EltLayer
-from compiler.passes.validate import check_graph
-from compiler.passes.variables import check_block as check_variable_blocks
-from compiler.passes.control import CONTROL_OPS, inline_control_flow
-from compiler.passes.reduce import ReduceLayer
-from compiler.passes.lowering.reduce import lower_reduce
-from compiler.passes.moves import MoveLayer
-from compiler.passes.lowering.moves import lower_moves, move_constants
-from compiler.passes.lowering.elementwise import elt_constants, lower_elementwise
-from compiler.passes.lowering.matmul import lower_matmul, matmul_constants
-from compiler.passes.matmul import MatmulLayer
-from compiler.passes.lowering.mxu_conv import lower_mxu_conv, mxu_conv_constants
-from compiler.passes.mxu_conv import MxuConvLayer
-from compiler.passes.loops import compress_loops
-from compiler.passes.memplan import ExtPlan, plan_memory
-from compiler.passes.pooling import PoolLayer
-from compiler.passes.schedule import Scheduled, schedule
-from compiler.passes.tap_packing import pack_taps
-from compiler.passes.tiling import ConvPlan, choose_plans, plan_candidates
-from compiler.passes.weights import pack_params, pack_weights
-from compiler.program_builder import build_program
+from compiler.core.ir import ConvLayer, CopyLayer
+from compiler.core.ops import Op
+from compiler.dataflow import Dataflow, build_dataflow
+from compiler.kinds.conv.lower import constant_names, lower_conv
+from compiler.kinds.movement.copy import lower_copy
+from compiler.core.dma import fill_name
+from compiler.kinds.pooling.lower import lower_pool, pool_constants
+from compiler.kinds.elementwise.layer import EltLayer
+from compiler.graph.validate import check_graph
+from compiler.kinds.variables.layer import check_block as check_variable_blocks
+from compiler.graph.control import CONTROL_OPS, inline_control_flow
+from compiler.kinds.reduce.layer import ReduceLayer
+from compiler.kinds.reduce.lower import lower_reduce
+from compiler.kinds.movement.layer import MoveLayer
+from compiler.kinds.movement.lower import lower_moves, move_constants
+from compiler.kinds.elementwise.lower import elt_constants, lower_elementwise
+from compiler.kinds.matmul.lower import lower_matmul, matmul_constants
+from compiler.kinds.matmul.layer import MatmulLayer
+from compiler.kinds.mxu_conv.lower import lower_mxu_conv, mxu_conv_constants
+from compiler.kinds.mxu_conv.layer import MxuConvLayer
+from compiler.program.loops import compress_loops
+from compiler.program.memplan import ExtPlan, plan_memory
+from compiler.kinds.pooling.layer import PoolLayer
+from compiler.program.schedule import Scheduled, schedule
+from compiler.kinds.conv.tap_packing import pack_taps
+from compiler.kinds.conv.tiling import ConvPlan, choose_plans, plan_candidates
+from compiler.kinds.conv.weights import pack_params, pack_weights
+from compiler.program.builder import build_program
 
 
 # Straight-line programs longer than this are not searched for loops (see run_pipeline).
@@ -86,7 +86,7 @@ class CopyPlan:
 
 @dataclass
 class Compilation:
-    """Everything the passes produced, for reports (compiler/estimate.py) and tests.
+    """Everything the passes produced, for reports (compiler/estimate/layers.py) and tests.
     ``plans[i]`` is the plan of ``layers[i]``: a ConvPlan or a CopyPlan."""
 
     graph: Graph
@@ -111,7 +111,7 @@ def compile_graph(graph: Graph, config: NpuConfig = DEFAULT_CONFIG, loops: bool 
     tosa_ir.errors.InvalidInput
         An illegal graph.
     """
-    from compiler.passes.control_link import compile_linked, needs_linking
+    from compiler.link.control import compile_linked, needs_linking
 
     if needs_linking(graph):        # WHILE_LOOP, big COND_IF: pieces linked with BRANCHes
         check_variable_blocks(graph, linked=True)
@@ -127,7 +127,7 @@ def compile_file(path, config: NpuConfig = DEFAULT_CONFIG) -> Program:
 
 def run_pipeline(graph: Graph, config: NpuConfig = DEFAULT_CONFIG, loops: bool = True) -> Compilation:
     """Run every pass.  ``loops=False`` emits straight-line code (no LOOP instruction)."""
-    # Graph legality (passes/validate.py): the conv, pool and movement passes check their own
+    # Graph legality (graph/validate.py): the conv, pool and movement passes check their own
     # operators; for the others, and before refusing a graph, the spec's ERROR_IFs are
     # evaluated so an illegal graph is reported as illegal, not as unsupported.
     try:

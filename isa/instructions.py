@@ -15,7 +15,7 @@ starts with the common header:
 
 Fields follow the header in the order listed, packed from bit 9 upward with no gaps.  Unused
 high bits must be zero.  Semantics are written in ``doc`` as executable-looking pseudocode
-that the ISA simulator (sim/isa_sim.py) implements and the RTL must match bit for bit.
+that the ISA simulator (sim/isa/sim.py) implements and the RTL must match bit for bit.
 
 Execution: instructions issue in program order.  An instruction issues when its unit can
 take it and every unit in ``wait`` is idle; a unit executes its own instructions in order

@@ -2,7 +2,7 @@
 that every implementation derives from: rows per input vector and per result, weight-tile
 rows, the accumulator width, and the front end's cycle counts.
 
-The ISA simulator (sim/isa_units.py), the timing model (sim/npu_timing.py), the hardware
+The ISA simulator (sim/isa/units.py), the timing model (sim/npu_timing.py), the hardware
 (hw/mxu.py, hw/checker.py) and the compiler use these functions; none restates a rule.
 
 Schedule (hw/mxu.py implements it; sim/npu_timing.py counts it): a MATMUL of ``N`` vectors

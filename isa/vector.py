@@ -2,7 +2,7 @@
 every implementation derives from the table in isa/instructions.py: element types, how
 many rows a vector occupies, which operands an operation reads, and the cycle schedule.
 
-The ISA simulator (sim/isa_vpu.py), the timing model (sim/npu_timing.py), the hardware
+The ISA simulator (sim/isa/vpu.py), the timing model (sim/npu_timing.py), the hardware
 (hw/vpu*.py) and the compiler use these functions; none of them restates a rule here.
 
 Schedule (hw/vpu.py implements it; sim/npu_timing.py counts it).  A command taken in cycle

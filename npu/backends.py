@@ -27,7 +27,7 @@ class Model:
     source: str
     graph: Graph | None = None
     program: Program | None = None
-    quantized: object | None = None   # compiler.quantize.QuantizedModel for float models
+    quantized: object | None = None   # compiler.graph.quantize.QuantizedModel for float models
 
     @property
     def input_names(self) -> list[str]:
@@ -97,12 +97,12 @@ def run(model: Model, inputs: dict[str, np.ndarray], backend: str, config: NpuCo
     program = compile_model(model, config)
     _check_inputs(program, inputs, model.source)
     if backend == "isa":
-        from sim.isa_sim import IsaSim
+        from sim.isa.sim import IsaSim
 
         result = IsaSim(program.config).run(program, program.memory_image(inputs))
         busy, stop_pc = dict(result.busy), result.error_pc
     elif backend == "rtl":
-        from hw.simulation import run_program
+        from hw.harness.simulation import run_program
 
         from sim.npu_timing import TimingModel
 

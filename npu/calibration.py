@@ -78,11 +78,11 @@ def load_calibration(path: str, graph: Graph) -> list[dict[str, np.ndarray]]:
 
 
 def quantize_model(graph: Graph, calibrate: str | None, source: str, report=print):
-    """The int8 model of a float ``graph`` (a compiler.quantize.QuantizedModel)."""
+    """The int8 model of a float ``graph`` (a compiler.graph.quantize.QuantizedModel)."""
     if calibrate is None:
         raise Unsupported(f"{source}: a float model; quantize it with --calibrate DIR|NPZ "
                           "(a calibration set of typical inputs)")
-    from compiler.quantize import format_table, layer_errors, quantize_graph
+    from compiler.graph.quantize import format_table, layer_errors, quantize_graph
 
     samples = load_calibration(calibrate, graph)
     try:

@@ -163,7 +163,7 @@ def _write_text(path: str, text: str, what: str) -> None:
 
 
 def cmd_estimate(args) -> int:
-    from compiler import estimate
+    from compiler.estimate import layers as estimate
     from npu import backends
 
     config = _load_config(args.config)

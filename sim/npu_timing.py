@@ -61,9 +61,9 @@ from isa.config import NpuConfig
 from isa.instructions import INSTR_BYTES, BranchTest, Unit
 from isa.vector import schedule
 
-from sim.isa_branch import check
-from sim.isa_loops import LoopStack
-from sim.isa_units import Trap
+from sim.isa.branch import check
+from sim.isa.loops import LoopStack
+from sim.isa.units import Trap
 
 UNITS = ("DMA", "MXU", "VPU")
 
@@ -255,7 +255,7 @@ def _waits(instr) -> list[str]:
 
 
 def _issue_order(instructions, prog_len: int, config: NpuConfig):
-    """(pc, instruction, stops, taken) in issue order, following the LOOPs (sim/isa_loops.py)
+    """(pc, instruction, stops, taken) in issue order, following the LOOPs (sim/isa/loops.py)
     and the forward ALWAYS BRANCHes (the others fall through: there is no data here, see
     the module docstring) up to a HALT, an illegal LOOP or BRANCH (``stops``) or the end of
     ``instructions``."""

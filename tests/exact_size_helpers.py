@@ -1,7 +1,7 @@
 """The zero-tap form of a window graph: how the frontends once met TOSA's exact sizes.
 
 NNEF and OpenVINO round window output sizes down; TOSA's must divide exactly.  The
-frontends now slice off input rows no window reaches (compiler/frontends/windows.py); the
+frontends now slice off input rows no window reaches (compiler/frontends/common/windows.py); the
 previous lowerings appended zero taps to the kernel instead.  :func:`zero_tap_form`
 rebuilds that form from a new graph, and :func:`assert_zero_tap_form_agrees` checks on the
 official TOSA reference model that both forms give bit-identical results.
@@ -16,8 +16,8 @@ import numpy as np
 sys.path.insert(0, os.path.dirname(__file__))
 from nnef_helpers import official_run  # noqa: E402
 
-from compiler.quantize import quantize_graph  # noqa: E402
-from compiler.quantize.prepare import add_const_ops, copy_graph, strip_const_ops  # noqa: E402
+from compiler.graph.quantize import quantize_graph  # noqa: E402
+from compiler.graph.quantize.prepare import add_const_ops, copy_graph, strip_const_ops  # noqa: E402
 from tosa_ir import Block, Graph, Operator, Tensor  # noqa: E402
 
 CONVS = ("CONV2D", "DEPTHWISE_CONV2D")

@@ -20,7 +20,7 @@ import nnef
 sys.path.insert(0, os.path.dirname(__file__))
 import oracle  # noqa: E402
 
-from compiler.frontends.nnef_dat import write_float  # noqa: E402
+from compiler.frontends.nnef.dat import write_float  # noqa: E402
 from tosa_ir.tosa_fb import write_tosa  # noqa: E402
 
 TINY_CNN = """version 1.0;

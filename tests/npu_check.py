@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from sim.isa_sim import IsaSim
+from sim.isa.sim import IsaSim
 from sim.npu_timing import InstrTiming, Timing
 from sim.reference import run_graph
 

@@ -22,7 +22,7 @@ from bench.__main__ import main  # noqa: E402
 from bench.registry import BENCHMARKS, UnknownBenchmark, load  # noqa: E402
 from bench.report import BenchContext, Column, Table  # noqa: E402
 from bench.timing import best_of  # noqa: E402
-from sim.isa_sim import IsaSim  # noqa: E402
+from sim.isa.sim import IsaSim  # noqa: E402
 from sim.reference import run_graph  # noqa: E402
 from tosa_ir.tosa_fb import write_tosa  # noqa: E402
 

@@ -12,7 +12,7 @@ from bench import roofline
 from bench.report import BenchContext
 from compiler.driver import run_pipeline
 from isa.config import DEFAULT_CONFIG
-from sim.isa_sim import IsaSim
+from sim.isa.sim import IsaSim
 
 sys.path.insert(0, str(Path(__file__).parent))
 import tool_modules  # noqa: E402

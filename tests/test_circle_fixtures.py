@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from compiler.frontends.circle import load_circle
+from compiler.frontends.circle.load import load_circle
 from sim.reference import run_graph
 
 FIXTURES = Path(__file__).parent / "fixtures" / "tflite"

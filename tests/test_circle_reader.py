@@ -10,9 +10,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from compiler.frontends import circle_schema
-from compiler.frontends.circle import HANDLERS, load_circle, read_circle_model
-from compiler.frontends.circle_lower import lower_subgraph
+from compiler.frontends.circle import schema as circle_schema
+from compiler.frontends.circle.load import HANDLERS, load_circle, read_circle_model
+from compiler.frontends.circle.lower import lower_subgraph
 from tosa_ir.errors import InvalidInput, NpuError, Unsupported
 
 FIXTURES = Path(__file__).parent / "fixtures" / "tflite"

@@ -100,7 +100,7 @@ def test_float_model_needs_and_uses_calibration(tmp_path):
     from nnef_helpers import TINY_CNN, random_weights, write_model
 
     folder = write_model(tmp_path / "tiny", TINY_CNN, random_weights(TINY_CNN))
-    from compiler.frontends.nnef import load_nnef
+    from compiler.frontends.nnef.load import load_nnef
 
     shape = load_nnef(folder).main.tensors["input"].shape
     rng = np.random.default_rng(0)

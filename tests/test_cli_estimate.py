@@ -65,7 +65,7 @@ def test_slice_figures(tmp_path):
     from compiler.driver import run_pipeline
     from compiler.frontends import load_graph
     from isa.config import DEFAULT_CONFIG as C
-    from sim.isa_sim import IsaSim
+    from sim.isa.sim import IsaSim
 
     _, layers, total, _ = estimate_and_check(tmp_path, SLICE)
     (row,) = layers
@@ -93,7 +93,7 @@ def test_slice_figures(tmp_path):
 
 
 def test_tflite_matches_the_compiler_estimate(tmp_path):
-    from compiler.estimate import estimate_graph
+    from compiler.estimate.layers import estimate_graph
     from compiler.frontends import load_graph
     from isa.config import SMALL_CONFIG
 
@@ -111,7 +111,7 @@ def test_tflite_matches_the_compiler_estimate(tmp_path):
 
 def test_per_layer_lists_every_layer(tmp_path):
     from compiler.frontends import load_graph
-    from compiler.layer_split import split_layers
+    from compiler.estimate.layer_split import split_layers
 
     model = TFLITE / "cnn_basic.tflite"
     stdout, layers, total, drawn = estimate_and_check(tmp_path, model, "--per-layer")
@@ -124,7 +124,7 @@ def test_float_model_with_calibration(tmp_path):
     from nnef_helpers import TINY_CNN, random_weights, write_model
 
     folder = write_model(tmp_path / "tiny", TINY_CNN, random_weights(TINY_CNN))
-    from compiler.frontends.nnef import load_nnef
+    from compiler.frontends.nnef.load import load_nnef
 
     shape = load_nnef(folder).main.tensors["input"].shape
     rng = np.random.default_rng(0)
@@ -182,9 +182,9 @@ def test_while_loop_constant_trip_count(trips):
     """A loop counter starting from a constant: the rows count every iteration and the
     total is the cycle count of the ISA simulator running the compiled program."""
     from compiler.driver import compile_graph
-    from compiler.estimate import estimate_graph
+    from compiler.estimate.layers import estimate_graph
     from isa.config import SMALL_CONFIG
-    from sim.isa_sim import IsaSim
+    from sim.isa.sim import IsaSim
     from tosa_ir import Operator, Tensor
     from vector_graphs import while_loop_graph
 
@@ -209,7 +209,7 @@ def test_while_loop_constant_trip_count(trips):
 
 
 def test_big_cond_if_times_the_then_side():
-    from compiler.estimate import estimate_graph
+    from compiler.estimate.layers import estimate_graph
     from isa.config import SMALL_CONFIG
     from test_compiler_control_flow import big_cond_if_graph
 

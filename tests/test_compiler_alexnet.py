@@ -15,9 +15,9 @@ import pytest
 
 from isa.config import DEFAULT_CONFIG
 from compiler.driver import run_pipeline
-from compiler.ir import CopyLayer
-from compiler.layer_split import split_layers
-from sim.isa_sim import IsaSim
+from compiler.core.ir import CopyLayer
+from compiler.estimate.layer_split import split_layers
+from sim.isa.sim import IsaSim
 from sim.reference import run_graph
 from tosa_ir.tosa_fb import read_tosa
 
@@ -76,7 +76,7 @@ def test_every_other_layer_runs_alone(alexnet):
 
 
 def test_per_layer_estimate(alexnet, capsys):
-    from compiler.estimate import main
+    from compiler.estimate.layers import main
 
     out, _, _ = alexnet
     assert main([str(out / "alexnet_int8.tosa"), "--per-layer"]) == 0

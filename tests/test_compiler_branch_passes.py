@@ -1,5 +1,5 @@
-"""The scheduler and the loop compressor around BRANCH (compiler/passes/schedule.py,
-compiler/passes/loops.py): a branch is a barrier that waits for every unit, nothing is
+"""The scheduler and the loop compressor around BRANCH (compiler/program/schedule.py,
+compiler/program/loops.py): a branch is a barrier that waits for every unit, nothing is
 reordered or folded into a LOOP across it, and branch targets follow their runs.
 
 Oracle: the ISA simulator runs the compiled stream and its result must equal the one of
@@ -8,11 +8,11 @@ import numpy as np
 
 from isa import SMALL_CONFIG
 from isa.program import Program, Segment
-from sim.isa_sim import IsaSim
+from sim.isa.sim import IsaSim
 
-from compiler.ops import new_op
-from compiler.passes.loops import compress_loops
-from compiler.passes.schedule import schedule
+from compiler.core.ops import new_op
+from compiler.program.loops import compress_loops
+from compiler.program.schedule import schedule
 
 CFG = SMALL_CONFIG
 DATA, OUT = 0x2000, 0x3000

@@ -1,4 +1,4 @@
-"""Compiler: WHILE_LOOP and COND_IF lowered with BRANCH (compiler/passes/control_link.py),
+"""Compiler: WHILE_LOOP and COND_IF lowered with BRANCH (compiler/link/control.py),
 run on the ISA simulator (hazard checker on) and compared bit-exactly with the reference
 interpreter (sim.reference), trip counts coming from the graph inputs."""
 from __future__ import annotations
@@ -15,12 +15,12 @@ from npu_check import compare_on_isa  # noqa: E402
 
 from isa.config import DEFAULT_CONFIG, SMALL_CONFIG  # noqa: E402
 from isa.instructions import ErrorCode  # noqa: E402
-from sim.isa_sim import IsaSim  # noqa: E402
+from sim.isa.sim import IsaSim  # noqa: E402
 from sim.reference.interpreter import Interpreter  # noqa: E402
 from tosa_ir import Block, Graph, Operator, Region, Tensor, Unsupported  # noqa: E402
 
 from compiler.driver import compile_graph  # noqa: E402
-from compiler.passes import control_link  # noqa: E402
+from compiler.link import control as control_link  # noqa: E402
 
 
 def run_and_compare(graph: Graph, inputs: dict, config=SMALL_CONFIG):

@@ -20,7 +20,7 @@ from npu_check import compare_on_isa  # noqa: E402
 from isa.config import DEFAULT_CONFIG, SMALL_CONFIG, NpuConfig  # noqa: E402
 from isa.program import Program  # noqa: E402
 from compiler.driver import compile_graph, run_pipeline  # noqa: E402
-from sim.isa_sim import IsaSim  # noqa: E402
+from sim.isa.sim import IsaSim  # noqa: E402
 from sim.reference import run_graph  # noqa: E402
 
 # Scratchpads small enough that modest layers need every kind of tiling (a 4x4 array).
@@ -156,8 +156,8 @@ def test_branching_graph():
 def test_instruction_memory_shared_between_layers():
     """When the fastest plans overflow the instruction memory, layers step down to plans with
     fewer instructions until the program fits."""
-    from compiler.passes.fusion import fuse_graph
-    from compiler.passes.tiling import plan_candidates
+    from compiler.kinds.conv.fusion import fuse_graph
+    from compiler.kinds.conv.tiling import plan_candidates
 
     rng = np.random.default_rng(17)
     config = SMALL_CONFIG

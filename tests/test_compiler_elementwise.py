@@ -1,5 +1,5 @@
-"""Compiler: elementwise operators on the vector unit (compiler/passes/elementwise.py,
-compiler/passes/lowering/elementwise.py), every integer type, broadcasting up to rank 6,
+"""Compiler: elementwise operators on the vector unit (compiler/kinds/elementwise/layer.py,
+compiler/kinds/elementwise/lower.py), every integer type, broadcasting up to rank 6,
 tiling, the rows layout, and mixed graphs with convolutions (brick tensors).
 
 Expected values come from the reference interpreter (sim.reference); programs run on the
@@ -18,7 +18,7 @@ from compiler_graphs import ConvSpec, GraphBuilder  # noqa: E402
 from vector_graphs import VecBuilder, run_and_compare  # noqa: E402
 
 from isa.config import DEFAULT_CONFIG, SMALL_CONFIG  # noqa: E402
-from compiler.passes.elementwise import EltLayer  # noqa: E402
+from compiler.kinds.elementwise.layer import EltLayer  # noqa: E402
 from tosa_ir.errors import InvalidInput, Unsupported  # noqa: E402
 
 BITS = {"int8": 8, "int16": 16, "int32": 32}

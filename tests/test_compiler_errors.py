@@ -41,7 +41,7 @@ def test_other_operator_is_unsupported():
 
 def test_conv_without_rescale_outputs_int32():
     # Not fused (no RESCALE after it): the int32 accumulators are the output
-    # (compiler/passes/mxu_conv.py), no longer refused.
+    # (compiler/kinds/mxu_conv/layer.py), no longer refused.
     from vector_graphs import run_and_compare
 
     graph = chain()
@@ -55,7 +55,7 @@ def test_conv_without_rescale_outputs_int32():
 
 
 def test_rescale_alone_runs_on_the_vector_unit():
-    from sim.isa_sim import IsaSim
+    from sim.isa.sim import IsaSim
     from sim.reference import run_graph
 
     graph = chain()

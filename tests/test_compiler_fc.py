@@ -1,5 +1,5 @@
 """Compiler: fully-connected convolutions (one output pixel per image), the streaming
-lowering of compiler/passes/lowering/fully_connected.py.
+lowering of compiler/kinds/conv/fully_connected.py.
 
 Expected values from the reference interpreter; every run checks the wait masks with the
 hazard checker (RTL cycle model and random durations, as tests/test_compiler_conv.py).
@@ -21,7 +21,7 @@ from test_compiler_conv import CONFIGS, run_and_compare  # noqa: E402
 
 from isa.config import DEFAULT_CONFIG, SMALL_CONFIG, NpuConfig  # noqa: E402
 from compiler.driver import run_pipeline  # noqa: E402
-from compiler.passes.lowering.fully_connected import FcPlan, fc_plan  # noqa: E402
+from compiler.kinds.conv.fully_connected import FcPlan, fc_plan  # noqa: E402
 
 # WSRAM of 8 tiles per slot on a 4x4 array: blocks of many tiles must be split.
 NARROW = NpuConfig(array_rows=4, array_cols=4, bus_bytes=4, asram_rows=512, wsram_rows=64,
@@ -97,7 +97,7 @@ def test_fc_plan_chunks_cover_the_weights_once():
 def test_full_size_fc7():
     """AlexNet's fc7 at full size (4096 -> 4096, 16 MB of weights) compiles to a few dozen
     instructions and runs bit-exactly on the ISA simulator."""
-    from sim.isa_sim import IsaSim
+    from sim.isa.sim import IsaSim
     from sim.reference import run_graph
 
     rng = np.random.default_rng(7)

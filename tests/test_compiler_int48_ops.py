@@ -1,6 +1,6 @@
 """Compiler: int16 operators with int48 results on the MAC array: DEPTHWISE_CONV2D (a
-convolution with diagonal weight tiles, passes/mxu_conv.py) and BILINEAR RESIZE (per output
-phase constant weights on gathered neighbours, passes/resize_wide.py), plus int8 depthwise
+convolution with diagonal weight tiles, kinds/mxu_conv/layer.py) and BILINEAR RESIZE (per output
+phase constant weights on gathered neighbours, kinds/mxu_conv/resize_wide.py), plus int8 depthwise
 convolutions with a channel multiplier (also on the array), run on the ISA simulator and
 compared bit-exactly with the reference interpreter (sim.reference)."""
 from __future__ import annotations

@@ -19,7 +19,7 @@ sys.path.insert(0, os.path.dirname(__file__))
 from vector_graphs import VecBuilder, run_and_compare  # noqa: E402
 
 from compiler.driver import run_pipeline  # noqa: E402
-from compiler.passes.moves import MoveLayer  # noqa: E402
+from compiler.kinds.movement.layer import MoveLayer  # noqa: E402
 from isa.config import DEFAULT_CONFIG, SMALL_CONFIG, NpuConfig  # noqa: E402
 from tosa_ir.errors import Unsupported  # noqa: E402
 

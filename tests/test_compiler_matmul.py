@@ -1,4 +1,4 @@
-"""Compiler: TOSA MATMUL on the MAC array (compiler/passes/matmul.py), int8 x int8 -> int32
+"""Compiler: TOSA MATMUL on the MAC array (compiler/kinds/matmul/layer.py), int8 x int8 -> int32
 and int16 x int16 -> int48 (B split into bytes), on the ISA simulator, compared bit-exactly
 with the reference interpreter."""
 from __future__ import annotations
@@ -13,7 +13,7 @@ sys.path.insert(0, os.path.dirname(__file__))
 from vector_graphs import VecBuilder, run_and_compare  # noqa: E402
 
 from isa.config import DEFAULT_CONFIG, SMALL_CONFIG  # noqa: E402
-from compiler.passes.matmul import MatmulLayer  # noqa: E402
+from compiler.kinds.matmul.layer import MatmulLayer  # noqa: E402
 
 CONFIGS = {"small": SMALL_CONFIG, "default": DEFAULT_CONFIG}
 

@@ -21,7 +21,7 @@ from npu_check import compare_on_isa, int8_inputs  # noqa: E402
 from isa.config import DEFAULT_CONFIG, SMALL_CONFIG, NpuConfig  # noqa: E402
 from isa.program import Program  # noqa: E402
 from compiler.driver import run_pipeline  # noqa: E402
-from compiler.ir import CopyLayer  # noqa: E402
+from compiler.core.ir import CopyLayer  # noqa: E402
 from tosa_ir.errors import Unsupported  # noqa: E402
 
 TINY_CONFIG = NpuConfig(array_rows=4, array_cols=4, bus_bytes=4, asram_rows=160, wsram_rows=64,
@@ -337,7 +337,7 @@ def test_random_graphs(config_name, seed):
     run_and_compare(graph, config, seed)
 
 
-# -- values moving between lanes: through the rows layout (compiler/passes/brick_rows.py) ------
+# -- values moving between lanes: through the rows layout (compiler/kinds/movement/brick_rows.py) ------
 def _lane_moving_cases():
     def channel_slice(g, x):
         return g.conv(g.slice(x, (0, 0, 0, 1), (1, 4, 4, 3)), spec(2))

@@ -1,4 +1,4 @@
-"""Compiler: convolutions with wide outputs on the MAC array (compiler/passes/mxu_conv.py):
+"""Compiler: convolutions with wide outputs on the MAC array (compiler/kinds/mxu_conv/layer.py):
 CONV2D, CONV3D and TRANSPOSE_CONV2D, int8 x int8 -> int32 and int16 x int8 -> int48 (and
 int8 x int4), run on the ISA simulator and compared bit-exactly with the reference
 interpreter."""
@@ -14,7 +14,7 @@ sys.path.insert(0, os.path.dirname(__file__))
 from vector_graphs import VecBuilder, run_and_compare  # noqa: E402
 
 from isa.config import DEFAULT_CONFIG, SMALL_CONFIG  # noqa: E402
-from compiler.passes.mxu_conv import MxuConvLayer  # noqa: E402
+from compiler.kinds.mxu_conv.layer import MxuConvLayer  # noqa: E402
 
 CONFIGS = {"small": SMALL_CONFIG, "default": DEFAULT_CONFIG}
 ACC = {"int8": "int32", "int16": "int48"}

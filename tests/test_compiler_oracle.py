@@ -18,7 +18,7 @@ oracle = pytest.importorskip("oracle")
 
 from isa.config import DEFAULT_CONFIG, SMALL_CONFIG  # noqa: E402
 from compiler.driver import compile_file  # noqa: E402
-from sim.isa_sim import run_program  # noqa: E402
+from sim.isa.sim import run_program  # noqa: E402
 
 
 def conv_chain_builder(rng, in_shape, layers):

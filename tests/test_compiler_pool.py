@@ -16,7 +16,7 @@ from npu_check import compare_on_isa, int8_inputs  # noqa: E402
 
 from isa.config import DEFAULT_CONFIG, SMALL_CONFIG, NpuConfig  # noqa: E402
 from compiler.driver import run_pipeline  # noqa: E402
-from compiler.passes.pooling import PoolLayer  # noqa: E402
+from compiler.kinds.pooling.layer import PoolLayer  # noqa: E402
 from tosa_ir import Operator, Tensor  # noqa: E402
 from tosa_ir.errors import InvalidInput, Unsupported  # noqa: E402
 

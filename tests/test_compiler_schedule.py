@@ -13,10 +13,10 @@ from compiler_graphs import ConvSpec, build_chain  # noqa: E402
 from isa.config import DEFAULT_CONFIG, SMALL_CONFIG  # noqa: E402
 from isa.instructions import Sram  # noqa: E402
 from compiler.driver import run_pipeline  # noqa: E402
-from compiler.estimate import estimate_compilation  # noqa: E402
-from compiler.ops import new_op  # noqa: E402
-from compiler.passes.schedule import schedule  # noqa: E402
-from sim.isa_sim import run_program  # noqa: E402
+from compiler.estimate.layers import estimate_compilation  # noqa: E402
+from compiler.core.ops import new_op  # noqa: E402
+from compiler.program.schedule import schedule  # noqa: E402
+from sim.isa.sim import run_program  # noqa: E402
 
 CFG = SMALL_CONFIG
 DMA, MXU, VPU = 1, 2, 4

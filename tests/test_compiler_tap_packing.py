@@ -1,4 +1,4 @@
-"""Compiler: tap packing (compiler/passes/tap_packing.py) of strided convolutions with few
+"""Compiler: tap packing (compiler/kinds/conv/tap_packing.py) of strided convolutions with few
 input channels, bit-exact against the reference interpreter (wait masks checked as in
 tests/test_compiler_conv.py)."""
 from __future__ import annotations
@@ -14,7 +14,7 @@ from compiler_graphs import ConvSpec, build_chain  # noqa: E402
 from test_compiler_conv import CONFIGS, run_and_compare  # noqa: E402
 
 from compiler.driver import run_pipeline  # noqa: E402
-from compiler.passes.tap_packing import PackedConvLayer, RepackLayer  # noqa: E402
+from compiler.kinds.conv.tap_packing import PackedConvLayer, RepackLayer  # noqa: E402
 
 # (config, input shape, spec): every one is packed.
 CASES = [

@@ -1,5 +1,5 @@
 """DIM and the variable operators (VARIABLE, VARIABLE_WRITE, VARIABLE_READ) compiled to NPU
-programs (compiler/passes/variables.py), run on the ISA simulator with hazard checking,
+programs (compiler/kinds/variables/layer.py), run on the ISA simulator with hazard checking,
 compared bit-exactly with the reference interpreter (sim.reference)."""
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from vector_graphs import INT_RANGE, NP, VecBuilder, run_and_compare  # noqa: E4
 
 from compiler.driver import run_pipeline  # noqa: E402
 from isa.config import DEFAULT_CONFIG, SMALL_CONFIG  # noqa: E402
-from sim.isa_sim import IsaSim  # noqa: E402
+from sim.isa.sim import IsaSim  # noqa: E402
 from sim.reference import Interpreter  # noqa: E402
 from tosa_ir import Graph, Operator  # noqa: E402
 from tosa_ir.errors import TosaUnpredictable, Unsupported  # noqa: E402

@@ -55,7 +55,7 @@ import pytest
 from compiler.driver import run_pipeline
 from isa.config import DEFAULT_CONFIG
 from npu.backends import load_model
-from sim.isa_sim import IsaSim
+from sim.isa.sim import IsaSim
 from sim.reference import run_graph
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
@@ -159,7 +159,7 @@ def test_float_model_matches_keras(frontend):
     the Keras model's softmax on all 360 test images (float32 rounding apart), so the
     "float acc" column is the accuracy of the very model the quantizer starts from."""
     from compiler.frontends import load_graph
-    from compiler.quantize import evaluate
+    from compiler.graph.quantize import evaluate
 
     path, _ = FRONTENDS[frontend]
     graph = load_graph(path)

@@ -31,13 +31,13 @@ import numpy as np
 import pytest
 
 from compiler.driver import compile_file, run_pipeline
-from hw import csr_header
+from hw.harness import csr_header
 from hw.csr import BY_NAME, HW_ID, REGISTERS, UNITS, bit, hw_config_value
 from isa.asm import assemble
 from isa.config import DEFAULT_CONFIG, SMALL_CONFIG, NpuConfig
 from isa.instructions import ErrorCode
 from isa.program import Program, Segment, TensorBinding
-from sim.isa_sim import IsaSim
+from sim.isa.sim import IsaSim
 from sim.reference import run_graph
 
 sys.path.insert(0, os.path.dirname(__file__))
@@ -54,7 +54,7 @@ LIMITS = {"NPU_MAX_SEGMENTS": 8, "NPU_MAX_TENSORS": 6, "NPU_MAX_RANK": 6, "NPU_N
 
 
 def test_generated_files_are_current():
-    assert csr_header.main(["--check"]) == 0, "run `python -m hw.csr_header`"
+    assert csr_header.main(["--check"]) == 0, "run `python -m hw.harness.csr_header`"
 
 
 # -- building ---------------------------------------------------------------------------------

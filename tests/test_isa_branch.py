@@ -1,4 +1,4 @@
-"""BRANCH in the ISA simulator (sim/isa_sim.py) and the cycle model (sim/npu_timing.py).
+"""BRANCH in the ISA simulator (sim/isa/sim.py) and the cycle model (sim/npu_timing.py).
 
 Oracles: the values the programs of cocotb_tests/branch_programs.py compute, worked out by
 hand (closed forms); hand-counted cycles from the timing rules; the ISA doc's error rules.
@@ -11,7 +11,7 @@ from isa import SMALL_CONFIG, ErrorCode
 from isa.asm import assemble
 from isa.instructions import INSTR_BYTES
 from isa.program import Program
-from sim.isa_sim import IsaSim
+from sim.isa.sim import IsaSim
 from sim.npu_timing import TimingModel
 
 from cocotb_tests import branch_programs as bp

@@ -13,7 +13,7 @@ from isa import DEFAULT_CONFIG, SMALL_CONFIG, ErrorCode, make
 from isa.instructions import Sram
 from isa.encoding import encode_program
 from isa.program import Program
-from sim.isa_sim import IsaSim
+from sim.isa.sim import IsaSim
 
 from cocotb_tests.dma_programs import DATA, MEM, OUT, random_memory, random_program
 

@@ -1,4 +1,4 @@
-"""LOOP in the ISA simulator (sim/isa_sim.py) and the cycle model (sim/npu_timing.py).
+"""LOOP in the ISA simulator (sim/isa/sim.py) and the cycle model (sim/npu_timing.py).
 
 Oracles, all independent of the simulator's loop code:
 
@@ -18,7 +18,7 @@ import pytest
 from isa import SMALL_CONFIG, ErrorCode, encode_program, make
 from isa.asm import assemble
 from isa.program import Program, Segment, TensorBinding
-from sim.isa_sim import IsaSim, run_program
+from sim.isa.sim import IsaSim, run_program
 from sim.npu_timing import TimingModel
 
 sys.path.insert(0, os.path.dirname(__file__))

@@ -16,8 +16,8 @@ from isa import DEFAULT_CONFIG, SMALL_CONFIG, ErrorCode, make
 from isa.asm import assemble
 from isa.instructions import MatmulAType, MatmulWType
 from isa.program import Program, Segment
-from sim.isa_sim import IsaSim
-from sim.isa_units import NpuState, exec_matmul
+from sim.isa.sim import IsaSim
+from sim.isa.units import NpuState, exec_matmul
 from sim.npu_timing import TimingModel
 from sim.reference.interpreter import run_graph
 from sim.tosa_helpers import apply_scale_16

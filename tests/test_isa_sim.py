@@ -1,4 +1,4 @@
-"""The ISA simulator (sim/isa_sim.py) against the instruction semantics of isa/instructions.py.
+"""The ISA simulator (sim/isa/sim.py) against the instruction semantics of isa/instructions.py.
 
 Every expected value here is computed independently of the simulator, straight from the
 pseudocode in the instruction docs: Python-integer loops over the doc's loop nests for DMA,
@@ -17,10 +17,10 @@ from isa import DEFAULT_CONFIG, SMALL_CONFIG, ErrorCode, encode, make
 from isa.asm import assemble, disassemble_one
 from isa.instructions import INSTR_BYTES
 from isa.program import Program, Segment, TensorBinding
-from sim.isa_sim import IsaRunError, IsaSim, run_program
+from sim.isa.sim import IsaRunError, IsaSim, run_program
 from isa.instructions import Unit
-from sim.isa_hazards import find_hazards
-from sim.isa_units import Footprint, NpuState, exec_act
+from sim.isa.hazards import find_hazards
+from sim.isa.units import Footprint, NpuState, exec_act
 from sim.tosa_helpers import apply_scale_16, apply_scale_32
 
 sys.path.insert(0, os.path.dirname(__file__))

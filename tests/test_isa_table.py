@@ -1,4 +1,4 @@
-"""TABLE in the ISA simulator (sim/isa_table.py) against our reference interpreter's TABLE
+"""TABLE in the ISA simulator (sim/isa/table.py) against our reference interpreter's TABLE
 (sim/reference, checked against the official TOSA reference model in tests/test_ref_table.py)
 and, where the spec's slope REQUIRE fails, against sim/tosa_helpers.apply_lookup_s with the
 REQUIRE waived (the instruction defines that case by the same formula).  Whole programs
@@ -17,8 +17,8 @@ from isa.asm import assemble, disassemble_one
 from isa.encoding import decode, encode, encode_program
 from isa.instructions import TSRAM_BYTES, TableMode
 from isa.program import Program
-from sim.isa_sim import IsaSim
-from sim.isa_units import EXECUTORS, NpuState, Trap
+from sim.isa.sim import IsaSim
+from sim.isa.units import EXECUTORS, NpuState, Trap
 from sim.npu_timing import TimingModel
 
 sys.path.insert(0, os.path.dirname(__file__))

@@ -1,4 +1,4 @@
-"""The ISA simulator's vector instructions (sim/isa_vpu.py) against the VRESCALE, VALU and
+"""The ISA simulator's vector instructions (sim/isa/vpu.py) against the VRESCALE, VALU and
 VPOOL docs of isa/instructions.py.
 
 Expected values never come from the simulator: vector storage is checked against numpy's own
@@ -20,9 +20,9 @@ from isa import DEFAULT_CONFIG, SMALL_CONFIG, ErrorCode, make
 from isa.program import Program
 from isa.vector import schedule
 from sim import tosa_helpers as th
-from sim.isa_sim import IsaSim
-from sim.isa_units import EXECUTORS, NpuState, Trap
-from sim.isa_vpu import read_vectors, write_vectors
+from sim.isa.sim import IsaSim
+from sim.isa.units import EXECUTORS, NpuState, Trap
+from sim.isa.vpu import read_vectors, write_vectors
 from tosa_ir import Block, Graph, Operator, Region, Tensor, TosaUnpredictable
 
 sys.path.insert(0, os.path.dirname(__file__))

@@ -18,7 +18,7 @@ sys.path.insert(0, os.path.dirname(__file__))
 from nnef_helpers import khronos_run, official_run, snr_db  # noqa: E402
 from tool_modules import load_tool  # noqa: E402
 
-from compiler.quantize import evaluate  # noqa: E402
+from compiler.graph.quantize import evaluate  # noqa: E402
 from sim.reference import run_graph  # noqa: E402
 from tosa_ir.tosa_fb import read_tosa  # noqa: E402
 

@@ -9,7 +9,7 @@ import pytest
 
 import nnef
 
-from compiler.frontends import nnef_dat as dat
+from compiler.frontends.nnef import dat
 from tosa_ir.errors import InvalidInput, Unsupported
 
 RNG = np.random.default_rng(1234)

@@ -12,8 +12,8 @@ import pytest
 sys.path.insert(0, os.path.dirname(__file__))
 from nnef_helpers import TINY_CNN, random_weights, write_model  # noqa: E402
 
-from compiler.frontends.nnef import load_nnef  # noqa: E402
-from compiler.frontends.nnef_dat import write_float  # noqa: E402
+from compiler.frontends.nnef.load import load_nnef  # noqa: E402
+from compiler.frontends.nnef.dat import write_float  # noqa: E402
 from tosa_ir.errors import InvalidInput, Unsupported  # noqa: E402
 
 GOOD_WEIGHTS = random_weights(TINY_CNN)

@@ -22,8 +22,9 @@ from exact_size_helpers import (  # noqa: E402
 )
 from nnef_helpers import khronos_run, random_weights, snr_db, write_model  # noqa: E402
 
-from compiler.frontends.nnef import load_nnef_model  # noqa: E402
-from compiler.quantize import calibrate, evaluate  # noqa: E402
+from compiler.frontends.nnef.load import load_nnef_model  # noqa: E402
+from compiler.graph.quantize import evaluate
+from compiler.graph.quantize import calibrate  # noqa: E402
 from tosa_ir import Block, Graph, Operator, Tensor  # noqa: E402
 from tosa_ir.errors import Unsupported  # noqa: E402
 

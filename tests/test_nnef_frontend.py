@@ -19,8 +19,8 @@ from nnef_helpers import (  # noqa: E402
     TINY_CNN, khronos_run, official_run, random_weights, snr_db, write_model,
 )
 
-from compiler.frontends.nnef import load_nnef, load_nnef_model  # noqa: E402
-from compiler.quantize import evaluate  # noqa: E402
+from compiler.frontends.nnef.load import load_nnef, load_nnef_model  # noqa: E402
+from compiler.graph.quantize import evaluate  # noqa: E402
 
 HEADER = ("version 1.0;\n"
           "extension KHR_enable_fragment_definitions, KHR_enable_operator_expressions;\n")
@@ -218,7 +218,7 @@ graph G( input ) -> ( output )
     weights = random_weights(text, 5)
     weights["var"] = np.abs(weights["var"]) + 0.5
     model, inputs, _ = check_against_khronos(tmp_path, text, weights=weights)
-    from compiler.quantize.prepare import copy_graph, fold_affine, strip_const_ops
+    from compiler.graph.quantize.prepare import copy_graph, fold_affine, strip_const_ops
     g = copy_graph(model.float_graph)
     strip_const_ops(g.main)
     notes = fold_affine(g)
@@ -289,7 +289,7 @@ def test_containers(tmp_path, kind):
 
 
 def test_looks_like_nnef(tmp_path):
-    from compiler.frontends.nnef import looks_like_nnef
+    from compiler.frontends.nnef.load import looks_like_nnef
     folder = write_model(tmp_path / "model", TINY_CNN, random_weights(TINY_CNN))
     path = tmp_path / "m.tgz"
     with tarfile.open(path, "w:gz") as tar:

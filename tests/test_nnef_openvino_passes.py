@@ -1,5 +1,5 @@
 """What the NNEF and OpenVINO frontends share: the clean-up passes
-(compiler/frontends/graph_passes.py) and the graph builder (graph_builder.py).
+(compiler/frontends/common/graph_passes.py) and the graph builder (graph_builder.py).
 
 Expected values are numpy on the test's own input (``np.clip`` twice) or the Khronos NNEF
 runtime's; our graphs run on the official TOSA reference model.
@@ -15,9 +15,9 @@ import pytest
 sys.path.insert(0, os.path.dirname(__file__))
 from nnef_helpers import khronos_run, official_run, random_weights, write_model  # noqa: E402
 
-from compiler.frontends.graph_passes import dead_code, merge_clamps  # noqa: E402
-from compiler.frontends.nnef import load_nnef_model  # noqa: E402
-from compiler.quantize.prepare import add_const_ops  # noqa: E402
+from compiler.frontends.common.graph_passes import dead_code, merge_clamps  # noqa: E402
+from compiler.frontends.nnef.load import load_nnef_model  # noqa: E402
+from compiler.graph.quantize.prepare import add_const_ops  # noqa: E402
 from tosa_ir import Block, Graph, Operator, Tensor  # noqa: E402
 
 

@@ -18,12 +18,12 @@ import pytest
 sys.path.insert(0, os.path.dirname(__file__))
 from nnef_helpers import khronos_run, official_run, snr_db, write_model  # noqa: E402
 
-from compiler.frontends import nnef_dat as dat  # noqa: E402
-from compiler.frontends.nnef import load_nnef_model  # noqa: E402
-from compiler.frontends.nnef_quant import (  # noqa: E402
+from compiler.frontends.nnef import dat  # noqa: E402
+from compiler.frontends.nnef.load import load_nnef_model  # noqa: E402
+from compiler.frontends.nnef.quant import (  # noqa: E402
     activation_qparams, affine_form, weight_qparams,
 )
-from compiler.quantize.qparams import effective_scale  # noqa: E402
+from compiler.graph.quantize.qparams import effective_scale  # noqa: E402
 from sim.reference import run_graph  # noqa: E402
 from tosa_ir.errors import Unsupported  # noqa: E402
 

@@ -19,7 +19,7 @@ import pytest
 
 sys.path.insert(0, os.path.dirname(__file__))
 
-from compiler.frontends.openvino import load_openvino, load_openvino_model  # noqa: E402
+from compiler.frontends.openvino.load import load_openvino, load_openvino_model  # noqa: E402
 from ov_ir_helpers import IrBuilder, conv_attrs  # noqa: E402
 from tosa_ir.errors import InvalidInput, NpuError, Unsupported  # noqa: E402
 

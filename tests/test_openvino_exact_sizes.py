@@ -1,6 +1,6 @@
 """OpenVINO output sizes round down, TOSA's must divide exactly: the frontend's rewrite.
 
-The OpenVINO frontend uses the NNEF frontend's mechanism (compiler/frontends/windows.py,
+The OpenVINO frontend uses the NNEF frontend's mechanism (compiler/frontends/common/windows.py,
 graph_passes.fold_slices): input rows that no window reaches are sliced off, end padding
 that no window reaches is taken off, a SLICE feeding a pooling is folded into the
 convolution before it when taking padding off that convolution is enough; kernels keep
@@ -27,8 +27,8 @@ from exact_size_helpers import (  # noqa: E402
 from nnef_helpers import khronos_run, snr_db, write_model  # noqa: E402
 from ov_ir_helpers import IrBuilder  # noqa: E402
 
-from compiler.frontends.openvino import load_openvino_model  # noqa: E402
-from compiler.quantize.float_eval import evaluate  # noqa: E402
+from compiler.frontends.openvino.load import load_openvino_model  # noqa: E402
+from compiler.graph.quantize.float_eval import evaluate  # noqa: E402
 
 KINDS = ("conv", "depthwise", "conv_relu_pool", "max_pool", "avg_pool")
 

@@ -20,9 +20,9 @@ import pytest
 
 sys.path.insert(0, os.path.dirname(__file__))
 
-from compiler.frontends.openvino import load_openvino, load_openvino_model  # noqa: E402
-from compiler.quantize import quantize_graph  # noqa: E402
-from compiler.quantize.float_eval import evaluate  # noqa: E402
+from compiler.frontends.openvino.load import load_openvino, load_openvino_model  # noqa: E402
+from compiler.graph.quantize import quantize_graph  # noqa: E402
+from compiler.graph.quantize.float_eval import evaluate  # noqa: E402
 
 FIXTURES = Path(__file__).parent / "fixtures" / "openvino"
 # fp32 results differ from OpenVINO's by summation order only.
@@ -134,7 +134,7 @@ def test_official_reference_model_agrees(name, layout):
 
 
 def test_float_graph_goes_through_the_quantizer():
-    """The float graph is what compiler.quantize takes: an int8 graph comes out."""
+    """The float graph is what compiler.graph.quantize takes: an int8 graph comes out."""
     path, inputs, _ = fixture("cnn_float")
     graph = load_openvino(path)
     rng = np.random.default_rng(7)

@@ -41,7 +41,7 @@ import pytest
 
 sys.path.insert(0, os.path.dirname(__file__))
 
-from compiler.frontends.openvino import load_openvino_model  # noqa: E402
+from compiler.frontends.openvino.load import load_openvino_model  # noqa: E402
 from sim.reference.interpreter import run_graph  # noqa: E402
 
 FIXTURES = Path(__file__).parent / "fixtures" / "openvino"
@@ -250,7 +250,7 @@ def test_fakequantize_conv_chain_runs_on_the_npu(tmp_path):
     from compiler.driver import compile_graph
     from isa.config import SMALL_CONFIG
     from ov_ir_helpers import IrBuilder, conv_attrs
-    from sim.isa_sim import run_program
+    from sim.isa.sim import run_program
 
     rng = np.random.default_rng(5)
     b = IrBuilder()

@@ -14,11 +14,11 @@ import pytest
 
 sys.path.insert(0, os.path.dirname(__file__))
 
-from compiler.frontends.openvino import load_openvino, load_openvino_model  # noqa: E402
-from compiler.frontends.openvino_quant import (  # noqa: E402
+from compiler.frontends.openvino.load import load_openvino, load_openvino_model  # noqa: E402
+from compiler.frontends.openvino.quant import (  # noqa: E402
     WeightQuant, activation_params, fake_quantize, weight_params,
 )
-from compiler.quantize.float_eval import evaluate  # noqa: E402
+from compiler.graph.quantize.float_eval import evaluate  # noqa: E402
 from ov_ir_helpers import IrBuilder, conv_attrs  # noqa: E402
 from sim.reference.interpreter import run_graph  # noqa: E402
 from tosa_ir.errors import Unsupported  # noqa: E402

@@ -19,12 +19,12 @@ from nnef_helpers import (  # noqa: E402
     TINY_CNN, official_run, random_weights, snr_db, write_model,
 )
 
-from compiler.frontends.nnef import load_nnef  # noqa: E402
-from compiler.quantize import (  # noqa: E402
+from compiler.frontends.nnef.load import load_nnef  # noqa: E402
+from compiler.graph.quantize import (  # noqa: E402
     evaluate, format_table, layer_errors, quantize_graph,
 )
-from compiler.quantize.calibrate import calibrate  # noqa: E402
-from compiler.quantize.qparams import (  # noqa: E402
+from compiler.graph.quantize.calibrate import calibrate  # noqa: E402
+from compiler.graph.quantize.qparams import (  # noqa: E402
     QParams, activation_qparams, effective_scale, quantize_multiplier,
 )
 from sim.reference import run_graph  # noqa: E402

@@ -23,8 +23,8 @@ pytest.importorskip("tosa_reference_model", reason="tosa-tools (official referen
 sys.path.insert(0, os.path.dirname(__file__))
 import oracle  # noqa: E402
 
-from compiler.frontends.circle import load_circle  # noqa: E402
-from compiler.quantize.prepare import add_const_ops, copy_graph  # noqa: E402
+from compiler.frontends.circle.load import load_circle  # noqa: E402
+from compiler.graph.quantize.prepare import add_const_ops, copy_graph  # noqa: E402
 from sim.reference import run_graph  # noqa: E402
 from tosa_ir.tosa_fb import read_tosa, write_tosa  # noqa: E402
 
@@ -88,7 +88,7 @@ def test_circle_fixture_runs_on_official_model(name, ext):
 
 @pytest.mark.parametrize("name", MODELS)
 def test_added_const_ops_match_add_const_ops(name):
-    """The CONST operators write_tosa adds are those compiler.quantize.prepare.add_const_ops
+    """The CONST operators write_tosa adds are those compiler.graph.quantize.prepare.add_const_ops
     gives the graph (the NNEF and quantizer graphs' convention): same bytes.  Reading back
     shows them; writing that again changes nothing."""
     graph = load_circle(FIXTURES / f"{name}.tflite")

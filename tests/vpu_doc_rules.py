@@ -1,6 +1,6 @@
 """Test-only transcription of the vector instructions' storage and error rules, written from
 the VRESCALE / VALU / VPOOL docs in isa/instructions.py (independently of isa/vector.py,
-sim/isa_vpu.py and hw/vpu_check.py, which the tests check against it)."""
+sim/isa/vpu.py and hw/vpu_check.py, which the tests check against it)."""
 from __future__ import annotations
 
 from isa.instructions import ErrorCode

@@ -8,7 +8,7 @@ Steps (all seeded, so every run gives the same bytes):
    full size, so they live in the build folder, never in git; they are reused when the
    stamp file says they match the requested seed and size.
 2. Load it with the NNEF frontend (float TOSA graph), quantize it with a seeded
-   calibration set of smooth random images (``compiler.quantize``), and write
+   calibration set of smooth random images (``compiler.graph.quantize``), and write
    ``OUT/alexnet_int8.tosa`` (TOSA 1.0 flatbuffer), ``OUT/input.npz`` (an int8 input,
    NCHW as the NNEF graph declares it), ``OUT/expected.npz`` (the reference interpreter's
    output for it) and ``OUT/quant.json`` (input/output scale and zero point).
@@ -37,9 +37,9 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from compiler.frontends.nnef import load_nnef_model  # noqa: E402
-from compiler.frontends.nnef_dat import write_float  # noqa: E402
-from compiler.quantize import format_table, layer_errors, quantize_graph  # noqa: E402
+from compiler.frontends.nnef.load import load_nnef_model  # noqa: E402
+from compiler.frontends.nnef.dat import write_float  # noqa: E402
+from compiler.graph.quantize import format_table, layer_errors, quantize_graph  # noqa: E402
 
 GRAPH_FILE = ROOT / "models" / "alexnet" / "graph.nnef"
 SEED = 20240607

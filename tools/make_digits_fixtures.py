@@ -149,7 +149,7 @@ def write_openvino(xml: Path, w, x_nchw: np.ndarray, logits: np.ndarray) -> floa
 
 
 def write_tosa_fixture(path: Path) -> None:
-    from compiler.frontends.circle import load_circle
+    from compiler.frontends.circle.load import load_circle
     from tosa_ir.tosa_fb import write_tosa
 
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -168,7 +168,7 @@ def main() -> int:
     calib, test = nchw(src["x_calib"]), nchw(src["x_test"])
     logits = src["logits"].reshape(len(test), -1)
     save_npz(FIX / "digits" / "calib_nchw.npz", input=calib)
-    # The OpenVINO frontend gives graphs NHWC inputs (compiler/frontends/openvino.py), and
+    # The OpenVINO frontend gives graphs NHWC inputs (compiler/frontends/openvino/load.py), and
     # --calibrate data is in the graph's layout.
     save_npz(FIX / "digits" / "calib_nhwc.npz", input=np.ascontiguousarray(src["x_calib"], F32))
     save_npz(FIX / "digits" / "test_nchw.npz", input=test, labels=src["labels"], logits=logits)

@@ -29,7 +29,7 @@ tensor (an assertion, not an ERROR status).  Official files therefore give every
 a CONST operator (CONST_SHAPE for shape values) ahead of its readers; IR graphs need not:
 constants are tensors with data.  ``write_tosa`` adds the missing operators at the start
 of their block, in order of first use, then unused constants in declaration order (the
-convention of ``compiler.quantize.prepare.add_const_ops``).  Reading the file back shows
+convention of ``compiler.graph.quantize.prepare.add_const_ops``).  Reading the file back shows
 them (``read_tosa`` strips nothing: it returns what the file holds), and the original
 operators move down by as many places, which shows in the positions in their
 ``location``.  A graph that already has them (any graph read from an official file) is

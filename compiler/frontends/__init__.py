@@ -2,10 +2,10 @@
 
 | format | detected by | frontend |
 |---|---|---|
-| TOSA flatbuffer | file identifier ``TOSA`` (or ``.tosa``) | compiler/frontends/tosa.py |
-| NNEF | a folder with graph.nnef, a ``.nnef`` file, or a tar/tgz holding graph.nnef | compiler/frontends/nnef.py |
-| Circle / TFLite | file identifier ``CIR0`` / ``TFL3`` (or ``.circle`` / ``.tflite``) | compiler/frontends/circle.py |
-| OpenVINO IR | ``.xml`` (with its ``.bin`` beside it) | compiler/frontends/openvino.py |
+| TOSA flatbuffer | file identifier ``TOSA`` (or ``.tosa``) | compiler/frontends/tosa/load.py |
+| NNEF | a folder with graph.nnef, a ``.nnef`` file, or a tar/tgz holding graph.nnef | compiler/frontends/nnef/load.py |
+| Circle / TFLite | file identifier ``CIR0`` / ``TFL3`` (or ``.circle`` / ``.tflite``) | compiler/frontends/circle/load.py |
+| OpenVINO IR | ``.xml`` (with its ``.bin`` beside it) | compiler/frontends/openvino/load.py |
 """
 from __future__ import annotations
 
@@ -22,7 +22,7 @@ def detect_format(path) -> str:
     path = Path(path)
     if not path.exists():
         raise InvalidInput(f"{path}: no such file or folder")
-    from compiler.frontends.nnef import looks_like_nnef
+    from compiler.frontends.nnef.load import looks_like_nnef
 
     if looks_like_nnef(path):
         return "nnef"
@@ -48,17 +48,17 @@ def load_graph(path) -> Graph:
     """Read the model at ``path`` as a TOSA graph, whatever its format."""
     fmt = detect_format(path)
     if fmt == "tosa":
-        from compiler.frontends.tosa import load_tosa
+        from compiler.frontends.tosa.load import load_tosa
 
         return load_tosa(path)
     if fmt == "nnef":
-        from compiler.frontends.nnef import load_nnef
+        from compiler.frontends.nnef.load import load_nnef
 
         return load_nnef(path)
     if fmt == "circle":
-        from compiler.frontends.circle import load_circle
+        from compiler.frontends.circle.load import load_circle
 
         return load_circle(path)
-    from compiler.frontends.openvino import load_openvino
+    from compiler.frontends.openvino.load import load_openvino
 
     return load_openvino(path)

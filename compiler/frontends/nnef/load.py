@@ -1,0 +1,138 @@
+"""NNEF frontend: an NNEF model -> TOSA graph.
+
+Input: a ``graph.nnef`` file, a folder (``graph.nnef``, ``.dat`` files, optional
+``graph.quant``) or a tar container (``.tar``, ``.tgz``, ...).  The Khronos ``nnef`` parser
+handles the whole syntax (:mod:`.nnef_parse`); data files are decoded in every encoding of
+the spec (:mod:`.nnef_dat`); operations map to TOSA (:mod:`.nnef_convert`,
+:mod:`.nnef_ops`).
+
+* Without graph.quant the result is a float TOSA 1.0 graph (fp32 tensors) with the NNEF
+  graph's inputs and outputs (NCHW, as NNEF declares them); quantize it with
+  :func:`compiler.graph.quantize.quantize_graph` and a calibration set.
+* With graph.quant the result is the int8 TOSA 1.0 graph directly: the parameters of
+  graph.quant are used as given (activations per tensor, weights per output channel),
+  the rest is :mod:`compiler.graph.quantize`'s lowering.  A float-only output tail (softmax) is
+  left out and the graph ends at the logits.
+
+Every problem is :class:`InvalidInput` (malformed files, with file and line where the
+parser gives them) or :class:`Unsupported` (valid NNEF without a TOSA mapping here).
+"""
+from __future__ import annotations
+
+import os
+import tarfile
+from dataclasses import dataclass, field
+from pathlib import Path, PurePosixPath
+
+from compiler.frontends.nnef.container import GRAPH_FILE, TAR_SUFFIXES, open_container
+from compiler.frontends.nnef.convert import Converter
+from compiler.frontends.nnef.parse import parse_model
+from compiler.frontends.nnef.quant import activation_qparams, weight_qparams
+from tosa_ir import Graph
+
+__all__ = ["load_nnef", "load_nnef_model", "looks_like_nnef", "NnefModel"]
+
+
+@dataclass
+class NnefModel:
+    """What the frontend knows about a loaded model.
+
+    Attributes
+    ----------
+    float_graph
+        The float TOSA graph.
+    graph
+        The graph :func:`load_nnef` returns: ``float_graph``, or the int8 graph when the
+        model has graph.quant.
+    quantized
+        The :class:`compiler.graph.quantize.QuantizedModel` for models with graph.quant.
+    tensor_of
+        NNEF tensor name -> TOSA tensor name holding its value.
+    notes
+        Conversion decisions worth knowing (kernels extended, slices, groups).
+    """
+
+    float_graph: Graph
+    graph: Graph
+    quantized: object | None = None
+    tensor_of: dict[str, str] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+
+
+def looks_like_nnef(path: str | os.PathLike) -> bool:
+    """True for what :func:`load_nnef` takes: a folder holding graph.nnef, a ``.nnef``
+    file, or a tar container (by name) holding graph.nnef (for format dispatch)."""
+    p = Path(path)
+    if p.is_dir():
+        return (p / GRAPH_FILE).is_file()
+    if p.suffix.lower() == ".nnef":
+        return True
+    if p.is_file() and p.name.lower().endswith(TAR_SUFFIXES):
+        try:
+            with tarfile.open(p, "r:*") as tar:
+                return any(PurePosixPath(n).name == GRAPH_FILE for n in tar.getnames())
+        except (tarfile.TarError, OSError, EOFError, ValueError):
+            return True      # a broken NNEF container: let load_nnef say what is wrong
+    return False
+
+
+def load_nnef(path: str | os.PathLike) -> Graph:
+    """Load an NNEF model as a TOSA graph (float, or int8 when graph.quant is present).
+
+    Raises
+    ------
+    InvalidInput
+        Unreadable, truncated or malformed files (named, with line:column for syntax).
+    Unsupported
+        Operations or quantization forms without a TOSA mapping here.
+    """
+    return load_nnef_model(path).graph
+
+
+def load_nnef_model(path: str | os.PathLike, quantize: bool = True,
+                    rounding_mode: str = "DOUBLE_ROUND") -> NnefModel:
+    """:func:`load_nnef` with the details (float graph, quantization, notes)."""
+    container = open_container(path)
+    parsed = parse_model(container)
+    conv = Converter(parsed)
+    float_graph = conv.run()
+    model = NnefModel(float_graph, float_graph, None, dict(conv.result_of), list(conv.notes))
+    quantized = any(t.quantization for t in parsed.graph.tensors.values())
+    if quantize and quantized:
+        from compiler.graph.quantize import quantize_graph
+
+        given = _given_params(parsed, conv, float_graph)
+        qm = quantize_graph(float_graph, given=given, rounding_mode=rounding_mode)
+        model.quantized = qm
+        model.graph = qm.graph
+        model.notes += qm.notes
+    return model
+
+
+def _given_params(parsed, conv: Converter, graph: Graph) -> dict:
+    """graph.quant entries as quantizer parameters keyed by TOSA tensor name."""
+    tensors = parsed.graph.tensors
+    quant_file = parsed.container.quant_name or "graph.quant"
+    given = {}
+    block = graph.main
+    consumers = block.consumers()
+    for tosa_name, (var, role) in conv.param_of.items():
+        entry = tensors[var].quantization if var in tensors else None
+        if not entry or role == "bias" or tosa_name not in block.tensors:
+            continue    # biases are requantized to input_scale * weight_scale
+        where = f"{quant_file}: '{var}'"
+        shape = block.tensors[tosa_name].shape
+        if block.tensors[tosa_name].dtype != "fp32":
+            continue
+        depthwise = any(op.op == "DEPTHWISE_CONV2D" for op in consumers.get(tosa_name, []))
+        out_channels = shape[2] * shape[3] if depthwise else shape[0]
+        given[tosa_name] = weight_qparams(entry, where, out_channels)
+    for nnef_name, tensor in tensors.items():
+        entry = tensor.quantization
+        if not entry or nnef_name not in conv.result_of:
+            continue
+        tosa_name = conv.result_of[nnef_name]
+        if tosa_name not in block.tensors or block.tensors[tosa_name].is_const:
+            continue
+        given[tosa_name] = activation_qparams(entry, f"{quant_file}: '{nnef_name}'")
+    return given

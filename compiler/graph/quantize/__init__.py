@@ -1,0 +1,85 @@
+"""Post-training static quantization: float TOSA graph -> int8 TOSA 1.0 graph.
+
+Typical use::
+
+    from compiler.graph.quantize import quantize_graph, layer_errors, format_table
+    qm = quantize_graph(float_graph, calibration_samples)      # QuantizedModel
+    qm.graph                                                   # the int8 graph
+    print(format_table(layer_errors(qm, test_samples)))        # per-layer SNR vs float
+
+Modules: :mod:`.qparams` (parameters, multiplier/shift), :mod:`.float_eval` (numpy float
+evaluator), :mod:`.calibrate` (ranges), :mod:`.prepare` (folds, logits cut),
+:mod:`.lower` (the integer lowering), :mod:`.report` (per-layer error).
+"""
+from __future__ import annotations
+
+from typing import Iterable
+
+import numpy as np
+
+from compiler.graph.quantize.calibrate import calibrate
+from compiler.graph.quantize.float_eval import evaluate
+from compiler.graph.quantize.lower import ParamSource, QuantizedModel, lower
+from compiler.graph.quantize.prepare import (
+    add_const_ops, copy_graph, cut_float_tail, fold_affine, strip_const_ops,
+)
+from compiler.graph.quantize.qparams import QParams, activation_qparams, quantize_multiplier
+from compiler.graph.quantize.report import LayerError, format_table, layer_errors
+from tosa_ir import Graph
+
+
+def quantize_graph(graph: Graph, calibration: Iterable[dict[str, np.ndarray]] | None = None,
+                   *, given: dict[str, QParams] | None = None, method: str = "minmax",
+                   percentile: float = 99.99, rounding_mode: str = "DOUBLE_ROUND",
+                   stop_at_logits: bool = True) -> QuantizedModel:
+    """Quantize a float TOSA graph to int8.
+
+    Parameters
+    ----------
+    graph
+        Float graph (fp32 activations; TOSA 1.0 operand forms), e.g. from a frontend.
+    calibration
+        Calibration inputs, one dict (input name -> float array) per sample.
+    given
+        Fixed parameters by tensor name (activations and graph inputs; weights: one scale
+        per output channel), e.g. from NNEF graph.quant.  They take precedence over
+        calibration.
+    method, percentile
+        Calibration statistic: "minmax" or "percentile".
+    rounding_mode
+        RESCALE rounding: "DOUBLE_ROUND" (TFLite-compatible) or "SINGLE_ROUND".
+    stop_at_logits
+        Remove a float-only output tail (softmax) and end the graph at its input.
+
+    Raises
+    ------
+    Unsupported
+        An operator without integer lowering, missing parameters.
+    ValueError
+        Neither calibration nor given parameters.
+    """
+    if calibration is None and not given:
+        raise ValueError("quantize_graph needs a calibration set or given parameters")
+    prepared = copy_graph(graph)
+    strip_const_ops(prepared.main)
+    notes = fold_affine(prepared)
+    removed = cut_float_tail(prepared) if stop_at_logits else []
+    if removed:
+        notes.append(f"integer graph stops at the logits {', '.join(prepared.main.outputs)}: "
+                     f"left out the float tail {', '.join(op.op for op in removed)}")
+    ranges = None
+    if calibration is not None:
+        ranges = calibrate(prepared, calibration, method, percentile)
+    int_graph, qparams = lower(prepared, ParamSource(prepared.main, given, ranges),
+                               rounding_mode)
+    add_const_ops(int_graph.main)
+    return QuantizedModel(int_graph, qparams, list(int_graph.main.inputs),
+                          list(int_graph.main.outputs), notes,
+                          [op.op for op in removed], prepared)
+
+
+__all__ = [
+    "quantize_graph", "QuantizedModel", "QParams", "activation_qparams",
+    "quantize_multiplier", "calibrate", "evaluate", "layer_errors", "format_table",
+    "LayerError",
+]

@@ -1,0 +1,244 @@
+"""Conv fusion: the TOSA operator chains the NPU executes as one convolution layer.
+
+The NPU computes a convolution's int32 accumulators on the systolic array and turns them
+into int8 on the way out of the accumulators (ACT: bias, RESCALE, output zero point,
+clamp).  So the unit of work is the chain
+
+    CONV2D (int8 x int8 -> int32) -> RESCALE (int32 -> int8) [-> CLAMP (int8)]
+
+which this pass turns into one :class:`compiler.core.ir.ConvLayer`, reading each parameter from
+wherever the graph's TOSA form keeps it (TOSA 1.0: zero points, multiplier and shift are
+constant input tensors; draft: attributes).  The graph walk that calls it (and handles
+data movement) is compiler/dataflow.py.  Forms the NPU cannot run raise
+:class:`tosa_ir.errors.Unsupported` naming the operator, its location and the reason;
+illegal graphs (the spec's ERROR_IF) raise :class:`tosa_ir.errors.TosaError`.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from tosa_ir import Block, Graph, Operator
+from tosa_ir.errors import InvalidInput, TosaError, Unsupported
+from tosa_ir.graph import INT_RANGES
+
+from compiler.core.ir import ConvLayer
+
+INT8_MIN, INT8_MAX = INT_RANGES["int8"]
+# Operators that only name constant data; they produce no work.
+CONST_OPS = ("CONST", "CONST_SHAPE")
+
+
+def unsupported(op: Operator, reason: str) -> Unsupported:
+    where = f" at {op.location}" if op.location else ""
+    return Unsupported(f"{op.op}{where}: {reason}")
+
+
+def invalid(op: Operator, reason: str) -> InvalidInput:
+    where = f" at {op.location}" if op.location else ""
+    return InvalidInput(f"{op.op}{where}: {reason}")
+
+
+def fuse_graph(graph: Graph, lanes: int = 16) -> list[ConvLayer]:
+    """The convolution layers of ``graph``'s main block, in execution order (the whole
+    graph walk, data movement included, is compiler/dataflow.py)."""
+    from compiler.dataflow import build_dataflow
+
+    return [layer for layer in build_dataflow(graph, lanes).layers if isinstance(layer, ConvLayer)]
+
+
+# -- pattern matching -----------------------------------------------------------------------
+def _only_consumer(op: Operator, block: Block, consumers: dict, what: str) -> Operator | None:
+    """The single operator reading ``op``'s output, or None if the output is unused."""
+    out = op.outputs[0]
+    users = consumers.get(out, [])
+    if out in block.outputs or len(users) > 1:
+        return None
+    return users[0] if users else None
+
+
+def conv_chain(conv: Operator, block: Block, consumers: dict) -> list[Operator]:
+    """CONV2D -> RESCALE [-> CLAMP]: the operators one conv layer implements."""
+    rescale = _only_consumer(conv, block, consumers, "CONV2D")
+    if rescale is None or rescale.op != "RESCALE":
+        raise unsupported(conv, "a CONV2D must be followed by exactly one RESCALE to int8 "
+                                "(its int32 output cannot leave the NPU)")
+    chain = [conv, rescale]
+    clamp = _only_consumer(rescale, block, consumers, "RESCALE")
+    if clamp is not None and clamp.op == "CLAMP":
+        chain.append(clamp)
+    return chain
+
+
+# -- parameter access (TOSA 1.0 tensors or draft attributes) -----------------------------------
+def input_tensor(op: Operator, block: Block, index: int, what: str):
+    if index >= len(op.inputs):
+        raise invalid(op, f"missing input {what}")
+    try:
+        return block.tensor(op.inputs[index])
+    except KeyError:
+        raise invalid(op, f"input {what} {op.inputs[index]!r} is not declared") from None
+
+
+def const_input(op: Operator, block: Block, index: int, what: str) -> np.ndarray:
+    tensor = input_tensor(op, block, index, what)
+    if not tensor.is_const:
+        raise unsupported(op, f"{what} must be a constant tensor")
+    return np.asarray(tensor.data)
+
+
+def scalar_input(op: Operator, block: Block, index: int, attr: str) -> int:
+    """A zero point: input tensor ``index`` (TOSA 1.0) or attribute ``attr`` (draft)."""
+    if len(op.inputs) > index:
+        data = const_input(op, block, index, attr)
+        if data.size != 1:
+            raise invalid(op, f"{attr} must hold one value, not shape {data.shape}")
+        return int(data.reshape(-1)[0])
+    if attr not in op.attrs:
+        raise invalid(op, f"missing {attr}")
+    return int(np.asarray(op.attrs[attr]).reshape(-1)[0])
+
+
+def _ints(op: Operator, key: str, count: int) -> tuple[int, ...]:
+    value = op.attrs.get(key)
+    if value is None:
+        raise invalid(op, f"missing attribute {key}")
+    values = tuple(int(v) for v in np.asarray(value).reshape(-1))
+    if len(values) != count:
+        raise invalid(op, f"attribute {key} needs {count} values, has {len(values)}")
+    return values
+
+
+def _expect(op: Operator, block: Block, name: str, dtype: str, what: str, rank: int | None = None):
+    tensor = block.tensors.get(name)
+    if tensor is None:
+        raise invalid(op, f"{what} {name!r} is not declared")
+    if tensor.dtype != dtype:
+        raise unsupported(op, f"{what} {name!r} is {tensor.dtype}; the NPU supports {dtype} here")
+    if rank is not None and len(tensor.shape) != rank:
+        raise invalid(op, f"{what} {name!r} has rank {len(tensor.shape)}, expected {rank}")
+    if any(d < 0 for d in tensor.shape):
+        raise unsupported(op, f"{what} {name!r} has unknown dimensions {tensor.shape}")
+    return tensor
+
+
+# -- the fused layer ---------------------------------------------------------------------------
+def conv_layer(chain: list[Operator], block: Block, name: str) -> ConvLayer:
+    """The fused layer of ``chain`` (from :func:`conv_chain`), parameters checked."""
+    conv, rescale = chain[0], chain[1]
+    clamp = chain[2] if len(chain) > 2 else None
+
+    x = _expect(conv, block, conv.inputs[0], "int8", "input", 4)
+    w_tensor = input_tensor(conv, block, 1, "weight")
+    _expect(conv, block, w_tensor.name, "int8", "weight", 4)
+    weights = const_input(conv, block, 1, "weight").astype(np.int8)
+    bias = const_input(conv, block, 2, "bias")
+    _expect(conv, block, conv.inputs[2], "int32", "bias", 1)
+    acc = _expect(conv, block, conv.outputs[0], "int32", "output", 4)
+    acc_type = conv.attrs.get("acc_type")
+    if acc_type not in (None, "INT32", "int32"):
+        raise unsupported(conv, f"acc_type {acc_type}; the NPU accumulates in int32")
+    input_zp = scalar_input(conv, block, 3, "input_zp")
+    weight_zp = scalar_input(conv, block, 4, "weight_zp")
+    pad = _ints(conv, "pad", 4)
+    stride = _ints(conv, "stride", 2)
+    dilation = _ints(conv, "dilation", 2)
+    _check_conv(conv, x.shape, weights.shape, bias.shape, acc.shape, pad, stride, dilation, input_zp, weight_zp)
+    oc = weights.shape[0]
+    bias = np.broadcast_to(bias.astype(np.int64), (oc,)).astype(np.int32)
+
+    multiplier, shift, scale32, double_round, output_zp = _rescale_params(rescale, block, acc.shape)
+    out = _expect(rescale, block, rescale.outputs[0], "int8", "output")
+    if tuple(out.shape) != tuple(acc.shape):
+        raise invalid(rescale, f"output shape {out.shape} differs from input shape {acc.shape}")
+    lo, hi = INT8_MIN, INT8_MAX
+    if clamp is not None:
+        cmin, cmax = _clamp_range(clamp, block, out.shape)
+        lo, hi = max(lo, cmin), min(hi, cmax)
+        out = block.tensor(clamp.outputs[0])
+        if lo > hi:
+            raise invalid(clamp, f"bounds [{cmin}, {cmax}] lie outside the int8 range")
+    return ConvLayer(
+        name=name, input=x.name, output=out.name, in_shape=tuple(x.shape), out_shape=tuple(acc.shape),
+        weights=weights, bias=bias, input_zp=input_zp, weight_zp=weight_zp,
+        stride=stride, dilation=dilation, pad=pad, multiplier=np.broadcast_to(multiplier, (oc,)).copy(),
+        shift=np.broadcast_to(shift, (oc,)).copy(), scale32=scale32, double_round=double_round,
+        output_zp=output_zp, clamp=(lo, hi), ops=[op.describe() for op in chain], location=conv.location)
+
+
+def _check_conv(op, x_shape, w_shape, b_shape, o_shape, pad, stride, dilation, input_zp, weight_zp):
+    """The spec's ERROR_IF conditions of CONV2D that the compiler relies on."""
+    def error_if(cond, arg, text):
+        if cond:
+            raise TosaError(op.op, arg, text, op.location)
+
+    n, ih, iw, ic = x_shape
+    oc, kh, kw, wic = w_shape
+    on, oh, ow, ooc = o_shape
+    error_if(min(pad) < 0, "pad", "pad_top < 0 || pad_bottom < 0 || pad_left < 0 || pad_right < 0")
+    error_if(min(stride) < 1, "stride", "stride_y < 1 || stride_x < 1")
+    error_if(min(dilation) < 1, "dilation", "dilation_y < 1 || dilation_x < 1")
+    error_if(not INT8_MIN <= input_zp <= INT8_MAX, "input_zp", "input_zp outside int8")
+    error_if(not INT8_MIN <= weight_zp <= INT8_MAX, "weight_zp", "weight_zp outside int8")
+    error_if(wic != ic, "weight", "weight IC != input IC")
+    error_if(on != n or ooc != oc, "output", "output shape is not [N,OH,OW,OC]")
+    b_len = b_shape[0] if b_shape else 1
+    error_if(b_len not in (oc, 1), "bias", "BC != OC && BC != 1")
+    for axis, size, in_size, p0, p1, k, d, s in (("y", oh, ih, pad[0], pad[1], kh, dilation[0], stride[0]),
+                                                 ("x", ow, iw, pad[2], pad[3], kw, dilation[1], stride[1])):
+        span = in_size - 1 + p0 + p1 - (k - 1) * d
+        error_if(span < 0 or span % s != 0 or size != span // s + 1, "output",
+                 f"O{axis.upper()} != idiv_check(I{axis.upper()} - 1 + pads - (K{axis.upper()} - 1) * "
+                 f"dilation_{axis}, stride_{axis}) + 1")
+    if min(n, ih, iw, ic, oc, kh, kw) < 1:
+        raise invalid(op, f"empty tensor: input {x_shape}, weight {w_shape}")
+
+
+def _rescale_params(op: Operator, block: Block, shape):
+    """(multiplier, shift, scale32, double_round, output_zp) of a RESCALE int32 -> int8."""
+    _expect(op, block, op.inputs[0], "int32", "input")
+    if op.attrs.get("input_unsigned") or op.attrs.get("output_unsigned"):
+        raise unsupported(op, "unsigned RESCALE is not supported after a CONV2D")
+    scale32 = bool(op.attrs.get("scale32", False))
+    per_channel = bool(op.attrs.get("per_channel", False))
+    if len(op.inputs) > 1:   # TOSA 1.0: multiplier, shift, input_zp, output_zp are inputs
+        multiplier = const_input(op, block, 1, "multiplier").astype(np.int64).reshape(-1)
+        shift = const_input(op, block, 2, "shift").astype(np.int64).reshape(-1)
+        input_zp = scalar_input(op, block, 3, "input_zp")
+        output_zp = scalar_input(op, block, 4, "output_zp")
+        mode = op.attrs.get("rounding_mode", "SINGLE_ROUND")
+        if mode not in ("SINGLE_ROUND", "DOUBLE_ROUND"):
+            raise unsupported(op, f"rounding_mode {mode}; the NPU does SINGLE_ROUND and DOUBLE_ROUND")
+        double_round = mode == "DOUBLE_ROUND"
+    else:                    # draft: everything is an attribute
+        multiplier = np.asarray(op.attrs.get("multiplier", []), dtype=np.int64).reshape(-1)
+        shift = np.asarray(op.attrs.get("shift", []), dtype=np.int64).reshape(-1)
+        input_zp = int(op.attrs.get("input_zp", 0))
+        output_zp = int(op.attrs.get("output_zp", 0))
+        double_round = bool(op.attrs.get("double_round", False))
+    if input_zp != 0:
+        raise TosaError(op.op, "input_zp", "in_t != i8_t && input_zp != 0", op.location)
+    if not INT8_MIN <= output_zp <= INT8_MAX:
+        raise TosaError(op.op, "output_zp", "output_zp outside the int8 range", op.location)
+    if double_round and not scale32:
+        raise TosaError(op.op, "double_round", "!scale32 && double_round", op.location)
+    nc = shape[-1] if per_channel else 1
+    if multiplier.size != nc or shift.size != nc:
+        raise invalid(op, f"multiplier and shift need {nc} values (per_channel={per_channel}), "
+                          f"have {multiplier.size} and {shift.size}")
+    if not scale32:
+        multiplier = multiplier.astype(np.int16).astype(np.int64)   # mul_t is int16
+    return multiplier, shift, scale32, double_round, output_zp
+
+
+def _clamp_range(op: Operator, block: Block, shape) -> tuple[int, int]:
+    _expect(op, block, op.inputs[0], "int8", "input")
+    out = _expect(op, block, op.outputs[0], "int8", "output")
+    if tuple(out.shape) != tuple(shape):
+        raise invalid(op, f"output shape {out.shape} differs from input shape {shape}")
+    keys = ("min_val", "max_val") if "min_val" in op.attrs else ("min_int", "max_int")
+    if keys[0] not in op.attrs or keys[1] not in op.attrs:
+        raise invalid(op, "missing min/max attributes")
+    lo, hi = (int(np.asarray(op.attrs[k]).reshape(-1)[0]) for k in keys)
+    if lo > hi:
+        raise TosaError(op.op, keys[0], "max_val < min_val", op.location)
+    return lo, hi

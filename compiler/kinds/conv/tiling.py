@@ -1,0 +1,338 @@
+"""Tiling: choose how a convolution layer is cut to fit the scratchpads.
+
+Work is split along these axes (Vela's "block config"):
+
+* output tiles of ``th`` rows x ``tw`` columns of one image: the accumulators of one tile
+  and one output-channel block fill one ACC slot (``th*tw`` rows), the input window the
+  tile needs (all kernel taps, padding included) one ASRAM input slot;
+* output-channel blocks of ``array_cols`` channels (one MATMUL column block each), grouped
+  ``og`` at a time so a group's weights sit together in one WSRAM slot;
+* the reduction (input-channel blocks x kernel taps), cut into *reduction groups* when a
+  block's weights do not fit WSRAM: ``cg`` input-channel blocks with all taps, or, when
+  even one block's taps do not fit, one block and ``tg`` taps.  Partial sums stay in ACC
+  across groups;
+* input rows are loaded every ``row_step = gcd(stride_y, dilation_y)`` rows, since rows in
+  between are never read; tiles of one output row may step by ``dilation_y`` instead,
+  which makes huge dilations fit.
+
+Scratchpads are divided into ring slots (two of each where they fit) so that the DMA can
+fill one slot while the array works on another; the scheduler then overlaps them.  The
+search tries reduction groupings, buffering modes and tile shapes and ranks them by a small
+analytic estimate of cycles and instructions; the driver picks one per layer so that the
+whole program fits the instruction memory (:func:`choose_plans`).  A layer that fits in no way raises :class:`tosa_ir.errors.Unsupported`.
+"""
+from __future__ import annotations
+
+import math
+from collections import Counter
+from dataclasses import dataclass, field
+
+from isa.config import NpuConfig
+from isa.instructions import INSTR_BYTES, LEN_BITS
+from tosa_ir.errors import Unsupported
+
+from compiler.core.costmodel import ACT_OVERHEAD, MXU_DRAIN
+from compiler.core.ir import ConvLayer
+
+MAX_LEN = (1 << LEN_BITS) - 1          # n0, n1, count, len* fields
+MAX_RING = 4                            # ACC and output slots beyond this buy nothing
+PARAM_ROWS = 3                          # PSRAM rows per output-channel block
+# (input slots, output slots, ACC slots) tried, most overlap first.
+BUFFER_MODES = ((2, 2, 2), (1, 2, 2), (1, 1, 1))
+
+
+def ceil_div(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+@dataclass(frozen=True)
+class Tile:
+    """One output tile: image ``n``, rows ``oy..oy+th-1``, columns ``ox..ox+tw-1``."""
+
+    n: int
+    oy: int
+    th: int
+    ox: int
+    tw: int
+
+
+@dataclass(frozen=True)
+class ReductionGroup:
+    """Input-channel blocks ``cb0..cb0+ncb-1`` x kernel taps ``tap0..tap0+ntap-1``."""
+
+    cb0: int
+    ncb: int
+    tap0: int
+    ntap: int
+
+
+@dataclass
+class ConvPlan:
+    """How one ConvLayer is tiled and where its buffers sit in the scratchpads (in rows)."""
+
+    layer: ConvLayer
+    lanes: int
+    cbi: int                  # input-channel blocks
+    cbo: int                  # output-channel blocks
+    row_step: int
+    th: int
+    tw: int
+    cg: int                   # input-channel blocks per reduction group
+    tg: int                   # kernel taps per reduction group
+    og: int                   # output-channel blocks per weight group
+    in_slots: int
+    out_slots: int
+    acc_slots: int
+    w_slots: int
+    order: str = "weights_outer"   # or "tiles_outer"
+    in_slot_rows: int = 0
+    w_slot_rows: int = 0
+    asram_out_base: int = 0
+    estimate: dict = field(default_factory=dict)
+
+    @property
+    def taps(self) -> int:
+        kh, kw = self.layer.kernel
+        return kh * kw
+
+    def reduction_groups(self) -> list[ReductionGroup]:
+        return [ReductionGroup(cb0, min(self.cg, self.cbi - cb0), tap0, min(self.tg, self.taps - tap0))
+                for cb0 in range(0, self.cbi, self.cg) for tap0 in range(0, self.taps, self.tg)]
+
+    @property
+    def groups(self) -> int:
+        return ceil_div(self.cbi, self.cg) * ceil_div(self.taps, self.tg)
+
+    @property
+    def ogroups(self) -> int:
+        return ceil_div(self.cbo, self.og)
+
+    def in_rows(self, th: int) -> int:
+        """ASRAM rows per input-channel block of the window of ``th`` output rows."""
+        (sy, _), (dy, _) = self.layer.stride, self.layer.dilation
+        kh, _ = self.layer.kernel
+        return ((th - 1) * sy + (kh - 1) * dy) // self.row_step + 1
+
+    def in_cols(self, tw: int) -> int:
+        (_, sx), (_, dx) = self.layer.stride, self.layer.dilation
+        _, kw = self.layer.kernel
+        return (tw - 1) * sx + (kw - 1) * dx + 1
+
+    def tiles(self) -> list[Tile]:
+        n, oh, ow, _ = self.layer.out_shape
+        return [Tile(b, oy, min(self.th, oh - oy), ox, min(self.tw, ow - ox))
+                for b in range(n) for oy in range(0, oh, self.th) for ox in range(0, ow, self.tw)]
+
+    def tile_shapes(self) -> Counter:
+        """How many tiles of each (th, tw), without listing them."""
+        n, oh, ow, _ = self.layer.out_shape
+        shapes: Counter = Counter()
+        for h, nh in ((self.th, oh // self.th), (oh % self.th, 1)):
+            for w, nw in ((self.tw, ow // self.tw), (ow % self.tw, 1)):
+                if h and w and nh and nw:
+                    shapes[(h, w)] += n * nh * nw
+        return shapes
+
+    def describe(self) -> str:
+        tiles = sum(self.tile_shapes().values())
+        return (f"tile {self.th}x{self.tw} ({tiles} tiles), reduction groups {self.groups} "
+                f"({self.cg} cin blocks x {self.tg} taps), cout groups {self.ogroups}x{self.og}, "
+                f"slots in/out/acc/w {self.in_slots}/{self.out_slots}/{self.acc_slots}/{self.w_slots}, "
+                f"row step {self.row_step}, {self.order}")
+
+
+def plan_conv(layer: ConvLayer, config: NpuConfig) -> ConvPlan:
+    """The cheapest feasible tiling of ``layer`` for ``config``."""
+    return plan_candidates(layer, config)[0]
+
+
+def plan_candidates(layer: ConvLayer, config: NpuConfig, streaming: bool = True) -> list[ConvPlan]:
+    """Feasible tilings of ``layer`` that trade cycles for instructions, cheapest first.
+
+    Each plan has fewer instructions than every cheaper one (a Pareto front), so a driver
+    short of instruction memory can step down the list.  With ``streaming`` a fully-connected
+    layer gets its one streaming plan (compiler/kinds/conv/fully_connected.py: LOOPs
+    emitted by the lowering; ``streaming=False`` for straight-line programs).
+    """
+    if streaming:
+        from compiler.kinds.conv.fully_connected import fc_plan   # (it imports this module)
+
+        plan = fc_plan(layer, config)
+        if plan is not None:
+            return [plan]
+    lanes = config.array_rows
+    if config.psram_rows < PARAM_ROWS:
+        raise Unsupported(f"PSRAM of {config.psram_rows} rows cannot hold one block's "
+                          f"{PARAM_ROWS} parameter rows")
+    cbi = ceil_div(layer.in_shape[3], lanes)
+    cbo = ceil_div(layer.out_shape[3], config.array_cols)
+    taps = layer.kernel[0] * layer.kernel[1]
+    steps = [(math.gcd(layer.stride[0], layer.dilation[0]), None)]
+    if layer.dilation[0] != steps[0][0]:
+        steps.append((layer.dilation[0], 1))     # one output row per tile: step over dilation
+    for row_step, th_max in steps:
+        plans = []
+        for cg, tg in _reduction_options(cbi, taps):
+            w_rows = cg * tg * lanes
+            if w_rows > config.wsram_rows:
+                continue
+            og, w_slots = _weight_grouping(cbi, cg, tg == taps, cbo, w_rows, config)
+            for in_slots, out_slots, acc_slots in BUFFER_MODES:
+                plan = ConvPlan(layer, lanes, cbi, cbo, row_step, 0, 0, cg, tg, og, in_slots,
+                                out_slots, acc_slots, w_slots, w_slot_rows=og * w_rows)
+                if _best_tile(plan, config, th_max):
+                    _finish(plan, config)
+                    plans.append(plan)
+        if plans:
+            plans.sort(key=lambda p: (p.estimate["cycles"], p.estimate["instructions"]))
+            front = [plans[0]]
+            for plan in plans[1:]:
+                if plan.estimate["instructions"] < front[-1].estimate["instructions"]:
+                    front.append(plan)
+            return front
+    raise Unsupported(
+        f"CONV2D at {layer.location or layer.name}: does not fit the NPU even as 1x1 output tiles "
+        f"with one input-channel block and one kernel tap per step (kernel {layer.kernel}, "
+        f"dilation {layer.dilation}, stride {layer.stride}; ASRAM {config.asram_rows} rows, "
+        f"WSRAM {config.wsram_rows} rows, ACC {config.acc_rows} rows)")
+
+
+def choose_plans(candidates: list[list[ConvPlan]], config: NpuConfig, reserved: int = 0) -> list[ConvPlan]:
+    """One plan per layer: the cheapest, stepping down to plans with fewer instructions,
+    where that costs the fewest cycles per instruction saved, until the whole program
+    (with ``reserved`` instructions of other layers) fits the instruction memory (if it can)."""
+    choice = [0] * len(candidates)
+
+    def instructions(i: int, k: int) -> int:
+        return candidates[i][k].estimate["instructions"]
+
+    total = 1 + reserved + sum(instructions(i, 0) for i in range(len(candidates)))
+    while total > config.imem_rows:
+        best = None
+        for i, k in enumerate(choice):
+            if k + 1 < len(candidates[i]):
+                saved = instructions(i, k) - instructions(i, k + 1)
+                extra = candidates[i][k + 1].estimate["cycles"] - candidates[i][k].estimate["cycles"]
+                if best is None or extra * best[1] < best[0] * saved:
+                    best = (extra, saved, i)
+        if best is None:
+            break
+        choice[best[2]] += 1
+        total -= best[1]
+    return [cands[k] for cands, k in zip(candidates, choice)]
+
+
+def _reduction_options(cbi: int, taps: int) -> list[tuple[int, int]]:
+    """(cin blocks, taps) per reduction group: whole blocks first, then splits of the taps."""
+    options = {(ceil_div(cbi, ceil_div(cbi, k)), taps) for k in range(1, cbi + 1)}
+    options |= {(1, ceil_div(taps, ceil_div(taps, k))) for k in range(1, taps + 1)}
+    return sorted(options, key=lambda o: -o[0] * o[1])
+
+
+def _weight_grouping(cbi, cg, all_taps, cbo, w_rows, config) -> tuple[int, int]:
+    """(output-channel blocks per weight slot, weight slots)."""
+    whole = cg == cbi and all_taps
+    if whole and cbo * w_rows <= config.wsram_rows and cbo * PARAM_ROWS <= config.psram_rows:
+        return cbo, 1                         # every weight stays resident: load once
+    w_slots = 2 if 2 * w_rows <= config.wsram_rows and 2 * PARAM_ROWS <= config.psram_rows else 1
+    if not whole:
+        return 1, w_slots                     # partial sums of one block at a time
+    og = min(cbo, config.wsram_rows // w_slots // w_rows, config.psram_rows // w_slots // PARAM_ROWS)
+    return max(og, 1), w_slots
+
+
+def _fits(plan: ConvPlan, th: int, tw: int, config: NpuConfig) -> bool:
+    pixels = th * tw
+    if pixels > MAX_LEN or plan.acc_slots * pixels > config.acc_rows:
+        return False
+    in_rows = plan.cg * plan.in_rows(th) * plan.in_cols(tw)
+    return plan.in_slots * in_rows + plan.out_slots * pixels <= config.asram_rows
+
+
+def _best_tile(plan: ConvPlan, config: NpuConfig, th_max: int | None) -> bool:
+    """Set the feasible (th, tw) with the fewest tiles (then the widest), balanced over the
+    output; False if none fits."""
+    _, oh, ow, _ = plan.layer.out_shape
+    oh_cap = min(oh, th_max or oh, MAX_LEN)
+    best = None                               # (tiles, -tw, th, tw)
+    for split in range(1, ow + 1):
+        tw = ceil_div(ow, split)
+        if ceil_div(ow, tw) != split:
+            continue                          # same tw as a smaller split
+        if best is not None and split * ceil_div(oh, oh_cap) > best[0]:
+            break                             # narrower tiles cannot need fewer
+        th_cap = min(oh_cap, config.acc_rows // (plan.acc_slots * tw))
+        if th_cap == 0:
+            continue
+        lo, hi = 0, th_cap                    # largest th that fits (monotone)
+        while lo < hi:
+            mid = (lo + hi + 1) // 2
+            if _fits(plan, mid, tw, config):
+                lo = mid
+            else:
+                hi = mid - 1
+        if lo:
+            key = (split * ceil_div(oh, lo), -tw, lo, tw)
+            best = key if best is None else min(best, key)
+    if best is None:
+        return False
+    _, _, th, tw = best
+    plan.th = ceil_div(oh, ceil_div(oh, th))  # same tile count, balanced sizes
+    plan.tw = ceil_div(ow, ceil_div(ow, tw))
+    return True
+
+
+def _finish(plan: ConvPlan, config: NpuConfig) -> None:
+    """Slot sizes, spare ring slots, loop order and the analytic estimate."""
+    pixels = plan.th * plan.tw
+    plan.in_slot_rows = plan.cg * plan.in_rows(plan.th) * plan.in_cols(plan.tw)
+    free = config.asram_rows - plan.in_slots * plan.in_slot_rows
+    plan.out_slots = max(plan.out_slots, min(MAX_RING, free // pixels))
+    plan.asram_out_base = plan.in_slots * plan.in_slot_rows
+    if plan.acc_slots > 1:
+        plan.acc_slots = max(plan.acc_slots, min(MAX_RING, config.acc_rows // pixels))
+    tiles = sum(plan.tile_shapes().values())
+    if plan.og < plan.cbo and plan.groups == 1 and tiles > 1:
+        # Re-read inputs once per weight group, or weights once per tile: whichever is less.
+        n, ih, iw, _ = plan.layer.in_shape
+        in_bytes = n * plan.cbi * ih * iw
+        w_bytes = plan.cbo * plan.w_slot_rows // plan.og
+        plan.order = "tiles_outer" if w_bytes * tiles < in_bytes * plan.ogroups else "weights_outer"
+    plan.estimate = _estimate(plan, config)
+
+
+def _estimate(plan: ConvPlan, config: NpuConfig) -> dict:
+    """Analytic cycles and instruction count of a plan (for ranking plans only)."""
+    shapes = plan.tile_shapes()
+    tiles = sum(shapes.values())
+    rows = plan.lanes
+    mm_per = plan.cbi * plan.taps
+    resident_in = tiles <= plan.in_slots and plan.groups == 1
+    in_loads = 1 if resident_in or plan.order == "tiles_outer" else plan.ogroups
+    resident_w = plan.og == plan.cbo and plan.groups == 1
+    w_loads = 1 if resident_w else (tiles if plan.order == "tiles_outer" or plan.groups > 1 else 1)
+    mxu = vpu = dma_in = dma_out = 0
+    instructions = 0
+    for (th, tw), count in shapes.items():
+        px = th * tw
+        # MATMULs stream back to back; the array drains once per output block (for its ACT).
+        mxu += count * plan.cbo * (mm_per * max(px, rows) + rows + MXU_DRAIN)
+        vpu += count * plan.cbo * (px + ACT_OVERHEAD)
+        words = plan.cbi * plan.in_rows(th) * plan.in_cols(tw)
+        dma_in += count * in_loads * (words + config.mem_latency)
+        dma_out += count * plan.cbo * (px + 1)
+        instructions += count * (plan.cbo * (mm_per + 2) + in_loads * ceil_div(plan.cbi, plan.cg))
+    w_words = plan.cbo * plan.cbi * plan.taps * rows + plan.cbo * PARAM_ROWS * config.words_per_wide_row
+    dma_in += w_loads * w_words
+    instructions += w_loads * plan.ogroups * plan.groups * 2
+    # Work that cannot overlap the array for lack of a second slot is added to it.
+    serial = mxu
+    serial += dma_in if plan.in_slots == 1 else 0
+    serial += vpu if plan.acc_slots == 1 else 0
+    serial += dma_out if plan.out_slots == 1 else 0
+    cycles = max(serial, dma_in + dma_out, vpu) + (dma_in + vpu) // max(tiles, 1)
+    cycles += instructions * INSTR_BYTES // config.bus_bytes    # booting the program
+    return {"cycles": cycles, "instructions": instructions, "mxu": mxu, "vpu": vpu,
+            "dma": dma_in + dma_out}
+
+

@@ -1,0 +1,44 @@
+"""Weight and parameter encoding: the constant data of a layer, in the order the NPU reads it.
+
+Weights go to external memory in *tile order*: for every output-channel block ``ob``, input-
+channel block ``cb`` and kernel tap ``(ky, kx)`` one weight tile of ``array_rows`` WSRAM rows
+(row ``k`` = input channel ``cb*R + k``, lane ``n`` = output channel ``ob*C + n``).  One output-
+channel block's weights for a run of input-channel blocks are therefore contiguous, which
+is what the tiler's weight groups load with one DMA.  Channels past the tensor's are filled
+with the weight zero point, so they contribute exactly zero to every accumulator whatever
+the padding lanes of the input hold.
+
+Per-channel parameters are three PSRAM rows per output-channel block: bias, multiplier,
+shift (int32 lanes), the layout ACT reads at ``param_addr``.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from isa.config import NpuConfig
+
+from compiler.core.ir import ConvLayer
+from compiler.kinds.conv.tiling import PARAM_ROWS, ceil_div
+
+
+def pack_weights(layer: ConvLayer, config: NpuConfig) -> bytes:
+    rows, cols = config.array_rows, config.array_cols
+    oc, kh, kw, ic = layer.weights.shape
+    cbo, cbi = ceil_div(oc, cols), ceil_div(ic, rows)
+    padded = np.full((cbo * cols, kh, kw, cbi * rows), layer.weight_zp, dtype=np.int8)
+    padded[:oc, :, :, :ic] = layer.weights
+    # [ob][n][ky][kx][cb][k] -> [ob][cb][ky][kx][k][n]
+    tiles = padded.reshape(cbo, cols, kh, kw, cbi, rows).transpose(0, 4, 2, 3, 5, 1)
+    return np.ascontiguousarray(tiles).tobytes()
+
+
+def pack_params(layer: ConvLayer, config: NpuConfig) -> bytes:
+    cols = config.array_cols
+    oc = layer.out_shape[3]
+    cbo = ceil_div(oc, cols)
+    params = np.zeros((PARAM_ROWS, cbo * cols), dtype="<i4")
+    params[0, :oc] = layer.bias
+    params[1, :oc] = layer.multiplier
+    params[2, :oc] = layer.shift
+    # [row][ob][n] -> [ob][row][n]
+    return np.ascontiguousarray(params.reshape(PARAM_ROWS, cbo, cols).transpose(1, 0, 2)).tobytes()

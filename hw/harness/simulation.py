@@ -1,0 +1,389 @@
+"""Run programs on the RTL: Verilator build cache and the ``run_program`` harness.
+
+``build(config)`` generates the NPU's Verilog, and builds it with hw/harness/tb/tb_top.sv (NPU plus
+external-memory model) into ``<build root>/rtl/<hash>/`` once: the hash covers the Verilog,
+the testbench, the configuration and the build options, so an unchanged design is never
+rebuilt (``NPU_BUILD_ROOT`` sets the build root, default ``./build``).  ``run_program``
+then runs one program per simulator process on that build: memory in through ``$readmemh``,
+out through ``$writememh``, the testbench idle while the NPU runs.
+
+Differences from cocotb's stock Verilator runner: ``--public-flat-rw`` is dropped (only
+tb_top's ports are visible to cocotb, so Verilator optimises the NPU freely), and waveforms
+are FST (``waves=True`` or ``WAVES=1``; they need their own build).
+"""
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import json
+import os
+import shutil
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+import isa
+from isa import dma
+from isa.config import NpuConfig
+from isa.instructions import ErrorCode
+from hw.csr import ADDR_WIDTH, UNITS, bit
+from hw.harness.verilator_env import BUILD_JOBS, MAKE_OVERRIDES, VERILATOR_LINT_FLAGS, setup_verilator_env
+
+TB_DIR = Path(__file__).resolve().parent / "tb"
+TB_TOP = TB_DIR / "tb_top.sv"
+TOPLEVEL = "tb_top"
+TEST_MODULE = "hw.harness.tb.cocotb_run"
+# --x-initial 0: memories and registers start at zero (external memory past the loaded image
+# must read as zero, like the ISA simulator's).
+BUILD_FLAGS = (*VERILATOR_LINT_FLAGS, "-Wno-UNOPTFLAT", "--x-assign", "0", "--x-initial", "0")
+
+
+class RtlError(RuntimeError):
+    """The simulation itself failed (build error, simulator crash, timeout)."""
+
+
+@dataclass
+class RtlResult:
+    """Outcome of one RTL run.
+
+    Attributes
+    ----------
+    memory : bytes
+        Final external memory: the initial image, extended to the last byte a DMA_STORE
+        wrote (like the ISA simulator's).
+    cycles : int
+        CYCLES register: cycles from START to the stop.
+    status : str
+        "DONE" (HALT) or "ERROR".
+    error_code : ErrorCode
+        ERROR_CODE register.
+    stop_pc : int
+        STOP_PC register: the HALT or failing instruction (0 for boot errors).
+    unit_busy_cycles : dict
+        Busy cycles per unit ("DMA", "MXU", "VPU").
+    irq : bool
+        The interrupt line when the run ended (IRQ_ENABLE is set by the harness).
+    wall_seconds : float
+        Wall-clock time of the simulated run (start to stop), without process start-up.
+    waves : Path or None
+        FST waveform file, when requested.
+    srams : dict or None
+        Final scratchpads when requested: "asram", "wsram", "acc", "psram" as uint8 arrays
+        of shape (rows, row bytes), lanes little-endian (``.view("<i4")`` for ACC/PSRAM).
+    """
+
+    memory: bytes
+    cycles: int
+    status: str
+    error_code: ErrorCode
+    stop_pc: int
+    unit_busy_cycles: dict = field(default_factory=dict)
+    irq: bool = False
+    wall_seconds: float = 0.0
+    waves: Path | None = None
+    srams: dict | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "DONE" and self.error_code == ErrorCode.NONE
+
+    @property
+    def cycles_per_second(self) -> float:
+        return self.cycles / self.wall_seconds if self.wall_seconds > 0 else 0.0
+
+
+def build_root() -> Path:
+    return Path(os.environ.get("NPU_BUILD_ROOT", "build")).resolve()
+
+
+def generate_verilog(config: NpuConfig) -> str:
+    """Verilog of the NPU (module ``npu``) for ``config``."""
+    from amaranth.back import verilog
+
+    from hw.top import Npu
+
+    # emit_src=False: otherwise every Python edit changes the text and forces a rebuild.
+    return verilog.convert(Npu(config), name="npu", emit_src=False)
+
+
+def _parameters(config: NpuConfig) -> dict[str, int]:
+    return {
+        "BUS_BYTES": config.bus_bytes,
+        "ADDR_BITS": config.ext_addr_bits,
+        "MEM_WORDS": config.ext_mem_bytes // config.bus_bytes,
+        "LATENCY": config.mem_latency,
+        "CSR_ADDR_BITS": ADDR_WIDTH,
+    }
+
+
+def _runner():
+    from cocotb_tools.runner import Verilator
+
+    class FastVerilator(Verilator):
+        """cocotb's Verilator runner without --public-flat-rw, with FST instead of VCD."""
+
+        def _build_command(self):
+            cmds = super()._build_command()
+            cmds[0] = ["--trace-fst" if a == "--trace" else a for a in cmds[0] if a != "--public-flat-rw"]
+            return cmds
+
+        def _waves_file(self):
+            return "dump.fst"
+
+    return FastVerilator()
+
+
+def _source_key(config: NpuConfig, waves: bool) -> str:
+    """Hash of everything the Verilog is generated from: a cheap first-level cache key
+    (generating the Verilog of a 16x16 NPU takes seconds)."""
+    import amaranth
+
+    h = hashlib.sha256()
+    here = Path(__file__).resolve().parents[1]       # hw/: the RTL generators
+    isa_dir = Path(isa.__file__).resolve().parent
+    generators = [p for p in here.glob("*.py") if p.name not in _NOT_GENERATORS]
+    for path in sorted(generators + list(isa_dir.glob("*.py")) + [TB_TOP]):
+        h.update(str(path.name).encode())
+        h.update(path.read_bytes())
+    h.update(json.dumps({"config": config.to_dict(), "waves": waves, "amaranth": amaranth.__version__,
+                         "flags": list(BUILD_FLAGS) + list(MAKE_OVERRIDES)}, sort_keys=True).encode())
+    return h.hexdigest()[:24]
+
+
+_NOT_GENERATORS = {"__init__.py"}
+_BUILT: dict[tuple[NpuConfig, bool], Path] = {}
+
+
+def build(config: NpuConfig, waves: bool = False, verbose: bool = False) -> Path:
+    """Build (or find in the cache) the Verilator model of ``config``; returns its directory.
+
+    The cache key is a hash of the generated Verilog, the testbench, the configuration and
+    the build options; a hash of the generator's sources finds an existing build without
+    generating the Verilog again.
+    """
+    if config.mem_latency < 1:
+        raise ValueError("the memory model needs mem_latency >= 1")
+    if (config, waves) in _BUILT:
+        return _BUILT[(config, waves)]
+    setup_verilator_env()
+    root = build_root() / "rtl"
+    index = root / "index" / _source_key(config, waves)
+    if index.exists():
+        out = root / index.read_text().strip()
+        if (out / TOPLEVEL).exists():
+            _BUILT[(config, waves)] = out
+            return out
+    verilog_text = generate_verilog(config)
+    tb_text = TB_TOP.read_text()
+    key_src = json.dumps({
+        "verilog": hashlib.sha256(verilog_text.encode()).hexdigest(),
+        "tb": hashlib.sha256(tb_text.encode()).hexdigest(),
+        "config": config.to_dict(),
+        "flags": list(BUILD_FLAGS) + list(MAKE_OVERRIDES),
+        "waves": waves,
+    }, sort_keys=True)
+    key = hashlib.sha256(key_src.encode()).hexdigest()[:16]
+    out = root / key
+    root.mkdir(parents=True, exist_ok=True)
+    with open(root / f"{key}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)           # one builder per configuration
+        if not (out / TOPLEVEL).exists():
+            _verilate(config, verilog_text, tb_text, root, key, waves, verbose)
+    index.parent.mkdir(exist_ok=True)
+    index.write_text(key)
+    _BUILT[(config, waves)] = out
+    return out
+
+
+def _verilate(config, verilog_text, tb_text, root: Path, key: str, waves: bool, verbose: bool) -> None:
+    tmp = Path(tempfile.mkdtemp(prefix=f"{key}.", dir=root))
+    try:
+        (tmp / "npu.v").write_text(verilog_text)
+        (tmp / "tb_top.sv").write_text(tb_text)
+        (tmp / "config.json").write_text(config.to_json())
+        runner = _runner()
+        try:
+            runner.build(
+                sources=[tmp / "npu.v", tmp / "tb_top.sv"],
+                hdl_toplevel=TOPLEVEL,
+                build_dir=tmp,
+                build_args=list(BUILD_FLAGS) + ["-j", str(BUILD_JOBS)] + (_fst_args(tmp) if waves else []),
+                parameters=_parameters(config),
+                waves=waves,
+                verbose=verbose,
+                log_file=tmp / "build.log",
+            )
+        except (RuntimeError, SystemExit) as e:
+            log = (tmp / "build.log").read_text()[-4000:] if (tmp / "build.log").exists() else ""
+            raise RtlError(f"Verilator build failed: {e}\n{log}") from None
+        # Keep only what runs need: the compiler's intermediates are ~170 MB for 16x16.
+        keep = {TOPLEVEL, "npu.v", "tb_top.sv", "config.json", "build.log"}
+        for item in tmp.iterdir():
+            if item.name not in keep:
+                shutil.rmtree(item) if item.is_dir() else item.unlink()
+        os.replace(tmp, root / key)
+    finally:
+        if tmp.exists():
+            shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _fst_args(build_dir: Path) -> list[str]:
+    """Verilator's FST writer needs LZ4.  Without its development files (no apt step in this
+    project), compile against a shim header and link the run-time library (liblz4.so.1)."""
+    if Path("/usr/include/lz4.h").exists():
+        return []
+    dirs = ["/usr/lib/x86_64-linux-gnu", "/lib/x86_64-linux-gnu", "/usr/lib64", "/usr/lib", "/lib"]
+    found = [p for d in dirs for p in sorted(Path(d).glob("liblz4.so*")) if p.exists()]
+    if not found:
+        raise RtlError("FST waveforms need the LZ4 library (liblz4.so.1 or liblz4-dev)")
+    libdir = build_dir / "lz4lib"
+    libdir.mkdir(exist_ok=True)
+    (libdir / "liblz4.so").symlink_to(found[0].resolve())
+    return ["-CFLAGS", f"-I{TB_DIR / 'lz4_shim'}", "-LDFLAGS", f"-L{libdir}"]
+
+
+def _write_hex(path: Path, memory: bytes, bus: int) -> int:
+    """$readmemh image of ``memory`` (zero-padded to whole words); returns the word count."""
+    data = np.frombuffer(bytes(memory) + bytes(-len(memory) % bus), dtype=np.uint8)
+    words = data.reshape(-1, bus)[:, ::-1]          # one line per word, most significant byte first
+    text = np.frombuffer(words.tobytes().hex().encode(), dtype=f"S{2 * bus}")
+    path.write_bytes(b"\n".join(text.tolist()) + b"\n")
+    return words.shape[0]
+
+
+def _read_hex(path: Path, bus: int, nwords: int) -> bytes:
+    lines = [ln for ln in path.read_text().split() if ln and not ln.startswith(("//", "@"))]
+    if len(lines) != nwords:
+        raise RtlError(f"memory dump has {len(lines)} words, expected {nwords}")
+    raw = bytes.fromhex("".join(ln.rjust(2 * bus, "0") for ln in lines))
+    return np.frombuffer(raw, dtype=np.uint8).reshape(-1, bus)[:, ::-1].tobytes()
+
+
+def run_program(program, memory: bytes, config: NpuConfig | None = None, waves: bool = False,
+                max_cycles: int = 0, progress: int = 0, build_dir: Path | None = None,
+                dump_srams: bool = False) -> RtlResult:
+    """Boot and run ``program`` on the RTL with external memory initialised to ``memory``.
+
+    Parameters
+    ----------
+    program : isa.program.Program
+        Supplies ``program_addr`` and the instruction count; the instructions themselves are
+        read from ``memory`` (``program.memory_image`` puts them there).
+    memory : bytes
+        Initial external memory from address 0; the same number of bytes is returned.
+    config : NpuConfig, optional
+        Must equal ``program.config`` (the default).
+    waves : bool
+        Record an FST waveform (a separate, slower build); also ``WAVES=1``.
+    max_cycles : int
+        Fail if the NPU has not stopped after this many cycles (0: no limit).
+    progress : int
+        Log the cycle count every this many cycles (0: never); the simulator's output then
+        goes to the terminal instead of a log file.
+    build_dir : Path, optional
+        A model from :func:`build`; built on demand otherwise.
+    dump_srams : bool
+        Return the final scratchpad contents too (``RtlResult.srams``; for tests).
+    """
+    config = program.config if config is None else config
+    if program.config != config:
+        raise ValueError("the program was compiled for another NPU configuration")
+    bus = config.bus_bytes
+    if len(memory) > config.ext_mem_bytes:
+        raise ValueError(f"memory image of {len(memory)} bytes exceeds ext_mem_bytes={config.ext_mem_bytes}")
+    waves = waves or os.environ.get("WAVES", "") not in ("", "0")
+    if build_dir is None:
+        build_dir = build(config, waves=waves)
+    setup_verilator_env()
+    runs = Path(build_dir) / "runs"
+    runs.mkdir(exist_ok=True)
+    work = Path(tempfile.mkdtemp(dir=runs))
+    try:
+        # Dump enough words to cover every DMA_STORE too, then cut to the last byte written.
+        span = max([len(memory)] + _store_ends(program, config))
+        nwords = _write_hex(work / "mem_in.hex", bytes(memory) + bytes(span - len(memory)), bus)
+        env = {
+            "NPU_PROG_ADDR": str(program.program_addr),
+            "NPU_PROG_LEN": str(len(program.instructions)),
+            "NPU_RESULT": str(work / "result.json"),
+            "NPU_MAX_CYCLES": str(max_cycles),
+            "NPU_PROGRESS": str(progress),
+            "COCOTB_RESOLVE_X": "ZEROS",
+        }
+        plusargs = [f"+MEM_WORDS={nwords}", f"+MEM_IN={work / 'mem_in.hex'}",
+                    f"+MEM_OUT={work / 'mem_out.hex'}"]
+        if dump_srams:
+            plusargs.append(f"+SRAM_DUMP={work}/")
+        runner = _runner()
+        try:
+            runner.test(
+                test_module=TEST_MODULE, hdl_toplevel=TOPLEVEL, hdl_toplevel_lang="verilog",
+                build_dir=build_dir, test_dir=work, waves=waves,
+                plusargs=plusargs,
+                extra_env=env, results_xml=str(work / "results.xml"),
+                # progress lines go to the terminal; otherwise keep the simulator quiet
+                log_file=None if progress else work / "sim.log",
+            )
+        except (RuntimeError, SystemExit) as e:
+            raise RtlError(f"RTL simulation failed ({e}); log: {_tail(work / 'sim.log')}") from None
+        if not (work / "result.json").exists():
+            raise RtlError(f"RTL simulation ended without a result; log: {_tail(work / 'sim.log')}")
+        result = json.loads((work / "result.json").read_text())
+        regs = result["registers"]
+        status = regs["STATUS"]
+        written = result["written_words"] * bus       # one past the last word written
+        data = _read_hex(work / "mem_out.hex", bus, nwords)[:max(len(memory), written)]
+        waves_path = None
+        if waves:
+            waves_path = Path(build_dir) / "waves" / f"{work.name}.fst"
+            waves_path.parent.mkdir(exist_ok=True)
+            shutil.move(work / "dump.fst", waves_path)
+        srams = None
+        if dump_srams:
+            srams = {}
+            for name, rows, row_bytes in (("asram", config.asram_rows, config.asram_row_bytes),
+                                          ("wsram", config.wsram_rows, config.wsram_row_bytes),
+                                          ("acc", config.acc_rows, config.acc_row_bytes),
+                                          ("psram", config.psram_rows, config.psram_row_bytes)):
+                raw = _read_hex(work / f"{name}.hex", row_bytes, rows)
+                srams[name] = np.frombuffer(raw, dtype=np.uint8).reshape(rows, row_bytes).copy()
+        return RtlResult(
+            memory=data,
+            cycles=regs["CYCLES_LO"] | regs["CYCLES_HI"] << 32,
+            status="DONE" if status & bit("STATUS", "DONE") else
+                   "ERROR" if status & bit("STATUS", "ERROR") else f"STATUS={status:#x}",
+            error_code=ErrorCode(regs["ERROR_CODE"]),
+            stop_pc=regs["STOP_PC"],
+            unit_busy_cycles={u: regs[f"{u}_BUSY_LO"] | regs[f"{u}_BUSY_HI"] << 32 for u in UNITS},
+            irq=bool(result["irq"]),
+            wall_seconds=result["wall_seconds"],
+            waves=waves_path,
+            srams=srams,
+        )
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def _store_ends(program, config: NpuConfig) -> list[int]:
+    """For each instruction, an upper bound of one past the last external byte it can store
+    (0 if none), over every iteration of the LOOPs around it: enough memory to dump."""
+    ends = []
+    loops: list[tuple[int, int]] = []       # (one past the body, largest EXT offset) of open LOOPs
+    for pc, instr in enumerate(program.instructions):
+        loops = [lp for lp in loops if lp[0] > pc]
+        v = instr.values
+        end = 0
+        span = dma.ext_span(v, config.bus_bytes) if instr.name == "DMA_STORE" else None
+        if span is not None:
+            end = -(-(span[1] + sum(offset for _, offset in loops)) // config.bus_bytes) * config.bus_bytes
+            end = min(end, config.ext_mem_bytes)      # nothing is written past memory
+        elif instr.name == "LOOP":
+            loops.append((pc + 1 + v["body"], max(0, (v["count"] - 1) * v["inc_ext"])))
+        ends.append(end)
+    return ends
+
+
+def _tail(path: Path, chars: int = 3000) -> str:
+    return path.read_text()[-chars:] if path.exists() else "(no log)"
