@@ -177,7 +177,6 @@ class _Builder:
             raise ValueError(f"{layer.name}: padded windows that leave rows unread")
         x, shape = self.crop(x, shape, used, f"{layer.name}_crop")
         oc, k = layer.out_channels, layer.kernel
-        taps = k * k * ic
         # Per-channel symmetric weights: each channel gets its own spread, as trained
         # weights do, and is scaled so that its largest |value| is 127.
         w = self.rng.standard_normal((oc, k, k, ic)) * self.rng.uniform(0.5, 1.0, (oc, 1, 1, 1))

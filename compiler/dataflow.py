@@ -40,7 +40,6 @@ zero point), the host drops them, and channel concatenation never puts them insi
 from __future__ import annotations
 
 from collections import Counter
-from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -48,21 +47,24 @@ from sim.reference.signatures import check_signature
 from tosa_ir import Graph, Operator
 from tosa_ir.errors import Unsupported
 
+from compiler.core.dataflow import Binding, Dataflow, Ref, Root
 from compiler.core.ir import ConvLayer, CopyLayer
 from compiler.kinds.movement import params as movement
 from compiler.kinds.movement.brick_rows import move_via_rows, rows_copy
 from compiler.kinds.decompose.layer import DECOMPOSED_OPS, decompose
 from compiler.kinds.elementwise.depthwise import depthwise_layer
 from compiler.kinds.elementwise.layer import ELEMENTWISE_OPS, check_broadcast, elementwise_layer
-from compiler.kinds.conv.fusion import CONST_OPS, conv_chain, conv_layer, invalid, scalar_input, unsupported
+from compiler.core.errors import invalid, unsupported
+from compiler.core.operands import CONST_OPS, scalar_input
+from compiler.kinds.conv.fusion import conv_chain, conv_layer
 from compiler.kinds.movement.layer import MOVE_OPS, move_layer, pad_repeat_layer
 from compiler.kinds.mxu_conv.layer import mxu_conv
 from compiler.kinds.pooling.layer import POOL_OPS, pool_layer
 from compiler.kinds.pooling.rows import rows_pool_layer
 from compiler.kinds.reduce.layer import REDUCE_OPS, reduce_layer
-from compiler.kinds.reduce.split import reduce_long
+from compiler.kinds.decompose.layer import reduce_long
 from compiler.kinds.variables.layer import FOLDED_OPS, VARIABLE_LOWERING, VARIABLE_OPS, rewrite_graph, write_back
-from compiler.core.views import BrickView, dense_strides, flat_compatible, same_bytes, shape4
+from compiler.core.views import flat_compatible, same_bytes, shape4
 
 SUPPORTED_OPS = (CONST_OPS + ("CONV2D", "RESCALE", "CLAMP") + movement.MOVEMENT_OPS + POOL_OPS + ELEMENTWISE_OPS
                  + tuple(REDUCE_OPS) + ("DEPTHWISE_CONV2D",) + MOVE_OPS + DECOMPOSED_OPS + ("COND_IF",)
@@ -71,73 +73,6 @@ SUPPORTED_OPS = (CONST_OPS + ("CONV2D", "RESCALE", "CLAMP") + movement.MOVEMENT_
 # a rows tensor are views of its bytes.
 ROWS_OPS = (ELEMENTWISE_OPS + tuple(REDUCE_OPS) + ("DEPTHWISE_CONV2D",) + DECOMPOSED_OPS
             + ("CONV3D", "TRANSPOSE_CONV2D", "FULLY_CONNECTED", "VARIABLE_WRITE"))
-
-
-@dataclass
-class Root:
-    """A buffer in external memory: one brick tensor (``layout`` "brick", NHWC ``shape``),
-    or, for a graph input no layer reads, the graph's tensor as ``flat`` bytes."""
-
-    name: str
-    shape: tuple[int, ...]
-    kind: str                        # "input", "const" or "computed"
-    layout: str = "brick"
-    dtype: str = "int8"
-    data: np.ndarray | None = None   # constants: the values (NHWC)
-
-
-@dataclass(frozen=True)
-class Ref:
-    """Where a tensor's bytes are: the root ``parent`` itself (``root``), or a window of the
-    tensor ``parent`` starting at NHWC element ``offset``, or (``reshape``) the bytes of the
-    whole tensor ``parent`` read as a brick tensor of this tensor's shape."""
-
-    parent: str
-    root: bool = False
-    offset: tuple[int, int, int, int] = (0, 0, 0, 0)
-    reshape: bool = False
-
-
-@dataclass
-class Binding:
-    """A graph input or output: graph ``name`` and ``shape``, held by the view of
-    ``tensor`` (a key of :attr:`Dataflow.refs`) in ``layout``, transposed by ``perm``
-    (isa.program.TensorBinding)."""
-
-    name: str
-    shape: tuple[int, ...]
-    dtype: str
-    tensor: str
-    layout: str
-    perm: tuple[int, ...] | None = None
-
-
-@dataclass
-class Dataflow:
-    """What the walk found: layers in execution order, roots, views, bindings."""
-
-    lanes: int
-    layers: list = field(default_factory=list)
-    roots: dict[str, Root] = field(default_factory=dict)
-    refs: dict[str, Ref] = field(default_factory=dict)
-    shapes: dict[str, tuple[int, int, int, int]] = field(default_factory=dict)
-    inputs: list[Binding] = field(default_factory=list)
-    outputs: list[Binding] = field(default_factory=list)
-
-    def root_of(self, name: str) -> Root:
-        ref = self.refs[name]
-        return self.roots[ref.parent] if ref.root else self.root_of(ref.parent)
-
-    def view(self, name: str) -> BrickView:
-        """The tensor ``name`` in its root (addresses relative to the root's start)."""
-        ref, shape, lanes = self.refs[name], self.shapes[name], self.lanes
-        if ref.root:
-            root = self.roots[ref.parent]
-            return BrickView(root.name, 0, shape, dense_strides(root.shape, lanes), lanes)
-        parent = self.view(ref.parent)
-        if ref.reshape:
-            return BrickView(parent.root, parent.addr, shape, dense_strides(shape, lanes), lanes)
-        return parent.window(ref.offset, shape)
 
 
 def build_dataflow(graph: Graph, lanes: int) -> Dataflow:
@@ -150,7 +85,13 @@ def build_dataflow(graph: Graph, lanes: int) -> Dataflow:
     TosaError, InvalidInput
         An illegal graph.
     """
-    return _Walk(rewrite_graph(graph), lanes).run()     # DIM, 1.0 variable tensors: kinds/variables/layer.py
+    return GraphWalk(rewrite_graph(graph), lanes).run()     # DIM, 1.0 variable tensors: kinds/variables/layer.py
+
+
+
+def fuse_graph(graph: Graph, lanes: int = 16) -> list[ConvLayer]:
+    """The convolution layers of ``graph``'s main block, in execution order."""
+    return [layer for layer in build_dataflow(graph, lanes).layers if isinstance(layer, ConvLayer)]
 
 
 def check_operators(graph: Graph) -> None:
@@ -170,7 +111,11 @@ def _reason(op: str) -> str:
     return "operator not supported by the NPU compiler yet"
 
 
-class _Walk:
+class GraphWalk:
+    """The walk over the main block; kinds see it as compiler/core/dataflow.py ``Walk``."""
+
+    rows_ops = ROWS_OPS
+
     def __init__(self, graph: Graph, lanes: int):
         self.graph, self.block, self.lanes = graph, graph.main, lanes
         self.consumers = self.block.consumers()
@@ -180,6 +125,7 @@ class _Walk:
         self.folded_pads: set[str] = set()                   # PAD outputs nobody needs whole
         self.output_perms: dict[str, tuple[str, tuple]] = {}  # graph output -> (tensor, perm)
         self.counts = Counter()
+        self.variables: dict = {}                            # kinds/variables/layer.py's buffers
 
     # -- driver -------------------------------------------------------------------------
     def run(self) -> Dataflow:
@@ -203,9 +149,9 @@ class _Walk:
                 self._reduce(op)
             elif op.op in DECOMPOSED_OPS:
                 decompose(self, op)
-            elif op.op in ("IDENTITY", "RESHAPE") and self._is_rows(op.inputs[0]):
+            elif op.op in ("IDENTITY", "RESHAPE") and self.is_rows(op.inputs[0]):
                 self._rows_view(op)
-            elif op.op in MOVE_OPS and all(self._is_rows(t) for t in self._data_inputs(op)):
+            elif op.op in MOVE_OPS and all(self.is_rows(t) for t in self.data_inputs(op)):
                 self._move(op)
             elif op.op in VARIABLE_OPS:
                 VARIABLE_LOWERING[op.op](self, op)      # buffers and views (kinds/variables/layer.py)
@@ -216,21 +162,21 @@ class _Walk:
         return self.flow
 
     # -- tensors ------------------------------------------------------------------------
-    def _name(self, kind: str) -> str:
+    def new_name(self, kind: str) -> str:
         self.counts[kind] += 1
         return f"{kind}{self.counts[kind] - 1}"
 
-    def _root(self, name: str, shape, kind: str, **extra) -> str:
+    def new_root(self, name: str, shape, kind: str, **extra) -> str:
         self.flow.roots[name] = Root(name, tuple(shape), kind, **extra)
         self.flow.refs[name] = Ref(name, root=True)
         self.flow.shapes[name] = tuple(shape)
         return name
 
-    def _alias(self, name: str, ref: Ref, shape) -> None:
+    def alias(self, name: str, ref: Ref, shape) -> None:
         self.flow.refs[name] = ref
         self.flow.shapes[name] = tuple(shape)
 
-    def _require(self, op: Operator, name: str) -> str:
+    def require(self, op: Operator, name: str) -> str:
         """``name`` as something with a view: computed earlier, a graph input or a constant."""
         if name in self.flow.refs:
             root = self.flow.root_of(name)
@@ -244,13 +190,13 @@ class _Walk:
             if tensor.dtype != "int8" or s4 is None:
                 raise unsupported(op, f"constant {name!r} is {tensor.dtype} {tensor.shape}; the NPU reads "
                                       f"int8 activations of rank 1 to 4")
-            return self._root(name, s4, "const", data=np.asarray(tensor.data, np.int8).reshape(s4))
+            return self.new_root(name, s4, "const", data=np.asarray(tensor.data, np.int8).reshape(s4))
         if name in self.block.inputs:
             raise unsupported(op, f"graph input {name!r} is {tensor.dtype} {tensor.shape}; the NPU reads "
                                   f"int8 activations of rank 1 to 4")
         raise unsupported(op, f"input {name!r} is not a graph input or the output of a supported operator")
 
-    def _needs_brick(self, name: str) -> bool:
+    def needs_brick(self, name: str) -> bool:
         """True if a reader of ``name`` needs it as bricks (not an elementwise operator, nor a
         RESHAPE/IDENTITY whose result may stay in the rows layout)."""
         for user in self.consumers.get(name, []):
@@ -258,36 +204,36 @@ class _Walk:
                 continue
             # Data movement follows its readers, except that rank-4 int8 tensors keep the
             # brick path (host-side transposes, in-place CONCAT, the brick copies).
-            if user.op in ("IDENTITY",) + MOVE_OPS and name in self._data_inputs(user) and \
-                    not any(self._needs_brick(y) for y in user.outputs) and \
+            if user.op in ("IDENTITY",) + MOVE_OPS and name in self.data_inputs(user) and \
+                    not any(self.needs_brick(y) for y in user.outputs) and \
                     (self.block.tensor(name).dtype != "int8" or len(self.block.tensor(name).shape) != 4):
                 continue
             return True
         return False
 
     @staticmethod
-    def _data_inputs(op: Operator) -> list[str]:
+    def data_inputs(op: Operator) -> list[str]:
         """The tensors a data-movement operator moves (not its shape or value operands)."""
         return list(op.inputs) if op.op == "CONCAT" else list(op.inputs[:1])
 
     def _move(self, op: Operator) -> None:
-        layer = move_layer(op, self.block, self._name("move"), self.lanes)
-        layer.inputs = [self._require_vec(op, t) for t in layer.inputs]
+        layer = move_layer(op, self.block, self.new_name("move"), self.lanes)
+        layer.inputs = [self.require_vec(op, t) for t in layer.inputs]
         out = self.block.tensor(op.outputs[0])
-        self._root(op.outputs[0], tuple(out.shape), "computed", layout="rows", dtype=out.dtype)
+        self.new_root(op.outputs[0], tuple(out.shape), "computed", layout="rows", dtype=out.dtype)
         self.flow.layers.append(layer)
 
-    def _wants_rows(self, name: str) -> bool:
+    def wants_rows(self, name: str) -> bool:
         tensor = self.block.tensor(name)
-        return tensor.dtype != "int8" or shape4(tensor.shape) is None or not self._needs_brick(name)
+        return tensor.dtype != "int8" or shape4(tensor.shape) is None or not self.needs_brick(name)
 
-    def _is_rows(self, name: str) -> bool:
+    def is_rows(self, name: str) -> bool:
         if name in self.flow.refs:
             return self.flow.root_of(name).layout == "rows"
         tensor = self.block.tensors.get(name)
-        return tensor is not None and tensor.is_const and self._wants_rows(name)
+        return tensor is not None and tensor.is_const and self.wants_rows(name)
 
-    def _require_vec(self, op: Operator, name: str) -> str:
+    def require_vec(self, op: Operator, name: str) -> str:
         """``name`` for a vector-unit layer: any tensor with a view; constants as rows."""
         if name in self.flow.refs:
             return name
@@ -295,32 +241,32 @@ class _Walk:
         if tensor is not None and tensor.is_const:
             if any(d < 0 for d in tensor.shape):
                 raise unsupported(op, f"constant {name!r} has unknown dimensions {tensor.shape}")
-            return self._root(name, tuple(tensor.shape), "const", layout="rows", dtype=tensor.dtype,
+            return self.new_root(name, tuple(tensor.shape), "const", layout="rows", dtype=tensor.dtype,
                               data=np.asarray(tensor.data).reshape(tensor.shape))
         raise unsupported(op, f"input {name!r} is not a graph input or the output of a supported operator")
 
     def _elementwise(self, op: Operator) -> None:
-        layer = elementwise_layer(op, self.block, self._name("elt"))
+        layer = elementwise_layer(op, self.block, self.new_name("elt"))
         out = self.block.tensor(op.outputs[0])
         made = {name for name, _ in layer.consts}
         check_broadcast(op, [tuple(self.block.tensor(n).shape) for n in layer.inputs if n not in made],
                         tuple(out.shape))
         for name, data in layer.consts:
-            self._root(name, data.shape, "const", layout="rows", dtype=str(data.dtype), data=data)
-        layer.inputs = [self._require_vec(op, n) for n in layer.inputs]
-        if self._wants_rows(op.outputs[0]):
-            self._root(op.outputs[0], tuple(out.shape), "computed", layout="rows", dtype=out.dtype)
+            self.new_root(name, data.shape, "const", layout="rows", dtype=str(data.dtype), data=data)
+        layer.inputs = [self.require_vec(op, n) for n in layer.inputs]
+        if self.wants_rows(op.outputs[0]):
+            self.new_root(op.outputs[0], tuple(out.shape), "computed", layout="rows", dtype=out.dtype)
         else:
-            self._root(op.outputs[0], shape4(out.shape), "computed")
+            self.new_root(op.outputs[0], shape4(out.shape), "computed")
         self.flow.layers.append(layer)
 
-    def _vector_output(self, name: str) -> None:
+    def vector_output(self, name: str) -> None:
         """The root of a vector-unit layer's result: rows, or bricks when a reader needs them."""
         out = self.block.tensor(name)
-        if self._wants_rows(name):
-            self._root(name, tuple(out.shape), "computed", layout="rows", dtype=out.dtype)
+        if self.wants_rows(name):
+            self.new_root(name, tuple(out.shape), "computed", layout="rows", dtype=out.dtype)
         else:
-            self._root(name, shape4(out.shape), "computed")
+            self.new_root(name, shape4(out.shape), "computed")
 
     def _depthwise_conv2d(self, op: Operator) -> None:
         w = self.block.tensor(op.inputs[1])
@@ -329,50 +275,50 @@ class _Walk:
             # M times): on the array as a convolution with diagonal weights (kinds/mxu_conv/layer.py)
             mxu_conv(self, op)
             return
-        layer, constants, pad, izp = depthwise_layer(op, self.block, self._name("dw"))
+        layer, constants, pad, izp = depthwise_layer(op, self.block, self.new_name("dw"))
         for name, data in constants:
-            self._root(name, data.shape, "const", layout="rows", dtype=str(data.dtype), data=data)
+            self.new_root(name, data.shape, "const", layout="rows", dtype=str(data.dtype), data=data)
         repeat = self.block.tensor(op.inputs[1]).shape[3]
-        if self._is_rows(op.inputs[0]):
-            x = self._require_vec(op, op.inputs[0])
+        if self.is_rows(op.inputs[0]):
+            x = self.require_vec(op, op.inputs[0])
             if any(pad) or repeat > 1:
                 # Padding and channel repetition in one element-DMA copy.
                 n, h, w, c = self.flow.shapes[x]
-                padded = self._root(f"{layer.name}.padded", (n, h + pad[0] + pad[1], w + pad[2] + pad[3],
+                padded = self.new_root(f"{layer.name}.padded", (n, h + pad[0] + pad[1], w + pad[2] + pad[3],
                                                              c * repeat), "computed", layout="rows", dtype="int8")
-                self.flow.layers.append(pad_repeat_layer(self._name("move"), x, padded, (n, h, w, c), pad, repeat,
+                self.flow.layers.append(pad_repeat_layer(self.new_name("move"), x, padded, (n, h, w, c), pad, repeat,
                                                          izp, "int8", self.lanes, layer.ops, op.location))
                 x = padded
         else:
-            x = self._require(op, op.inputs[0])
+            x = self.require(op, op.inputs[0])
             n, h, w, c = self.flow.shapes[x]
             if repeat > 1 and c > 1:
                 raise unsupported(op, f"channel multiplier {repeat} on a brick input of {c} channels: the "
                                       f"channels would have to be repeated (done for rows inputs only)")
             if any(pad):
-                padded = self._root(f"{layer.name}.padded", (n, h + pad[0] + pad[1], w + pad[2] + pad[3], c),
+                padded = self.new_root(f"{layer.name}.padded", (n, h + pad[0] + pad[1], w + pad[2] + pad[3], c),
                                     "computed")
                 self._copy(op, x, padded, "DEPTHWISE_CONV2D padding (input zero point)",
                            pad=(0, 0, pad[0], pad[1], pad[2], pad[3], 0, 0), pad_value=izp)
                 x = padded
         layer.inputs = [x if k in layer.windows else t for k, t in enumerate(layer.inputs)]
-        self._vector_output(op.outputs[0])
+        self.vector_output(op.outputs[0])
         self.flow.layers.append(layer)
 
     def _reduce(self, op: Operator) -> None:
-        if reduce_long(self, op):     # longer than one VPOOL window: split (kinds/reduce/split.py)
+        if reduce_long(self, op):     # longer than one VPOOL window: split (kinds/decompose/reduce_split.py)
             return
-        layer = reduce_layer(op, self.block, self._name("reduce"))
+        layer = reduce_layer(op, self.block, self.new_name("reduce"))
         x = self.block.tensor(layer.input)
-        if not self._is_rows(layer.input) and layer.axis == len(x.shape) - 1 and x.shape[-1] > self.lanes:
+        if not self.is_rows(layer.input) and layer.axis == len(x.shape) - 1 and x.shape[-1] > self.lanes:
             layer.input = rows_copy(self, op, layer.input)     # channels of several bricks: as rows
-        layer.input = self._require_vec(op, layer.input)
-        self._vector_output(layer.output)
+        layer.input = self.require_vec(op, layer.input)
+        self.vector_output(layer.output)
         self.flow.layers.append(layer)
 
     def _rows_view(self, op: Operator) -> None:
         """IDENTITY or RESHAPE of a rows tensor: a view when the bytes coincide."""
-        x = self._require_vec(op, op.inputs[0])
+        x = self.require_vec(op, op.inputs[0])
         shape = tuple(self.block.tensor(op.outputs[0]).shape)
         if any(d < 0 for d in shape):
             raise unsupported(op, f"output shape {list(shape)} has unknown dimensions")
@@ -384,13 +330,13 @@ class _Walk:
                 raise invalid(op, f"{list(before)} -> {list(after)} changes the element count")
             self._move(op)
             return
-        self._alias(op.outputs[0], Ref(x), shape)
+        self.alias(op.outputs[0], Ref(x), shape)
 
     def _needed(self, name: str) -> bool:
         return bool(self.consumers.get(name)) or name in self.block.outputs
 
     def _copy(self, op: Operator | None, src: str, dst: str, reason: str, **kind) -> None:
-        self.flow.layers.append(CopyLayer(self._name("copy"), src, dst, reason,
+        self.flow.layers.append(CopyLayer(self.new_name("copy"), src, dst, reason,
                                           ops=[op.describe()] if op else [],
                                           location=op.location if op else "", **kind))
 
@@ -399,10 +345,10 @@ class _Walk:
         for x in self.block.inputs:
             tensor = self.block.tensor(x)
             users = self.consumers.get(x, [])
-            if users and self._wants_rows(x):
+            if users and self.wants_rows(x):
                 if any(d < 0 for d in tensor.shape):
                     raise Unsupported(f"graph input {x!r} has unknown dimensions {tensor.shape}")
-                self._root(x, tuple(tensor.shape), "input", layout="rows", dtype=tensor.dtype)
+                self.new_root(x, tuple(tensor.shape), "input", layout="rows", dtype=tensor.dtype)
                 self.flow.inputs.append(Binding(x, tensor.shape, tensor.dtype, x, "rows"))
                 continue
             s4 = shape4(tensor.shape) if tensor.dtype == "int8" and min(tensor.shape, default=1) > 0 else None
@@ -416,19 +362,19 @@ class _Walk:
                 # Raw bytes no layer reads (for other types, _require refuses readers).
                 if min(tensor.shape, default=1) < 0 and not users:
                     raise Unsupported(f"graph input {x!r} has unknown dimensions {tensor.shape}")
-                self._root(x, tensor.shape, "input", layout="flat", dtype=tensor.dtype)
+                self.new_root(x, tensor.shape, "input", layout="flat", dtype=tensor.dtype)
                 self.flow.inputs.append(Binding(x, tensor.shape, tensor.dtype, x, "flat"))
                 continue
             perm = self._input_transpose(x, users)
             if perm is not None:
                 # The host packs the transposed array: each TRANSPOSE output is the root.
-                root = self._root(f"{x}@{''.join(map(str, perm))}", tuple(s4[p] for p in perm), "input")
+                root = self.new_root(f"{x}@{''.join(map(str, perm))}", tuple(s4[p] for p in perm), "input")
                 for user in users:
-                    self._alias(user.outputs[0], Ref(root, root=True), self.flow.shapes[root])
+                    self.alias(user.outputs[0], Ref(root, root=True), self.flow.shapes[root])
                     self.done.add(id(user))
                 self.flow.inputs.append(Binding(x, tensor.shape, "int8", root, "brick", perm))
                 continue
-            self._root(x, s4, "input")
+            self.new_root(x, s4, "input")
             layout = "brick" if len(tensor.shape) == 4 else "flat"     # flat: the same bytes
             self.flow.inputs.append(Binding(x, tensor.shape, "int8", x, layout))
 
@@ -458,7 +404,7 @@ class _Walk:
                 const = self.block.tensors.get(y)
                 if y not in self.flow.refs and const is not None and const.is_const and min(const.shape, default=1) >= 0:
                     # A constant output: its segment is the output buffer.
-                    self._root(y, tuple(const.shape), "const", layout="rows", dtype=const.dtype,
+                    self.new_root(y, tuple(const.shape), "const", layout="rows", dtype=const.dtype,
                                data=np.asarray(const.data).reshape(const.shape))
                 if y not in self.flow.refs:
                     raise Unsupported(f"graph output {y!r} is not computed by any layer")
@@ -479,7 +425,7 @@ class _Walk:
             kind = self.flow.root_of(src).kind
             if kind == "input" or not view.dense:
                 why = "is a graph input" if kind == "input" else "is a window of a larger buffer"
-                copy = self._root(f"{y}@out", view.shape, "computed")
+                copy = self.new_root(f"{y}@out", view.shape, "computed")
                 self._copy(None, src, copy, f"graph output {y!r} {why}")
                 src = copy
             self.flow.outputs.append(Binding(y, tensor.shape, "int8", src, layout, perm))
@@ -490,7 +436,7 @@ class _Walk:
             if self.block.tensor(op.inputs[0]).dtype != "int8":
                 raise unsupported(op, "int16 input")
             chain = conv_chain(op, self.block, self.consumers)
-            layer: ConvLayer = conv_layer(chain, self.block, self._name("conv"))
+            layer: ConvLayer = conv_layer(chain, self.block, self.new_name("conv"))
         except Unsupported:
             # not int8 CONV2D -> RESCALE int8: accumulators out, or the RESCALE from ACC (kinds/mxu_conv/layer.py)
             mxu_conv(self, op)
@@ -507,14 +453,14 @@ class _Walk:
             if src in self.folded_pads:
                 layer.ops.insert(0, pad_op.describe())
             src = pad_op.inputs[0]
-        layer.input = self._require(op, src)
+        layer.input = self.require(op, src)
         layer.in_shape = self.flow.shapes[src]
         layer.pad = tuple(pad)
-        self._root(layer.output, layer.out_shape, "computed")
+        self.new_root(layer.output, layer.out_shape, "computed")
         self.flow.layers.append(layer)
 
     def _max_pool2d(self, op: Operator) -> None:
-        if self._is_rows(op.inputs[0]):
+        if self.is_rows(op.inputs[0]):
             self._rows_pool(op)
             return
         self._brick_pool(op)
@@ -522,27 +468,27 @@ class _Walk:
     def _rows_pool(self, op: Operator) -> None:
         """MAX_POOL2D / AVG_POOL2D of a rows tensor (int8/int16): the kernel taps are strided
         windows of the padded input (compiler/kinds/pooling/rows.py)."""
-        x = self._require_vec(op, op.inputs[0])
-        name = self._name("pool")
+        x = self.require_vec(op, op.inputs[0])
+        name = self.new_name("pool")
         layer, pad, value = rows_pool_layer(op, self.block, name)
         xt = self.block.tensor(op.inputs[0])
         n, h, w, c = xt.shape
         if any(pad):
-            padded = self._root(f"{name}.padded", (n, h + pad[0] + pad[1], w + pad[2] + pad[3], c), "computed",
+            padded = self.new_root(f"{name}.padded", (n, h + pad[0] + pad[1], w + pad[2] + pad[3], c), "computed",
                                 layout="rows", dtype=xt.dtype)
-            self.flow.layers.append(pad_repeat_layer(self._name("move"), x, padded, (n, h, w, c), tuple(pad), 1,
+            self.flow.layers.append(pad_repeat_layer(self.new_name("move"), x, padded, (n, h, w, c), tuple(pad), 1,
                                                      value, xt.dtype, self.lanes, [op.describe()], op.location))
             x = padded
         for cname, data in layer.consts:
-            self._root(cname, data.shape, "const", layout="rows", dtype=str(data.dtype), data=data)
+            self.new_root(cname, data.shape, "const", layout="rows", dtype=str(data.dtype), data=data)
         layer.inputs = [x if k in layer.windows else t for k, t in enumerate(layer.inputs)]
-        self._vector_output(op.outputs[0])
+        self.vector_output(op.outputs[0])
         self.flow.layers.append(layer)
 
     def _brick_pool(self, op: Operator) -> None:
-        layer = pool_layer(op, self.block, self._name("pool"))
-        layer.input = self._require(op, layer.input)
-        self._root(layer.output, layer.out_shape, "computed")
+        layer = pool_layer(op, self.block, self.new_name("pool"))
+        layer.input = self.require(op, layer.input)
+        self.new_root(layer.output, layer.out_shape, "computed")
         self.flow.layers.append(layer)
 
     _avg_pool2d = _max_pool2d
@@ -560,27 +506,27 @@ class _Walk:
     # -- data movement ------------------------------------------------------------------
     def _identity(self, op: Operator) -> None:
         s4 = movement.identity_check(op, self.block)
-        self._alias(op.outputs[0], Ref(self._require(op, op.inputs[0])), s4)
+        self.alias(op.outputs[0], Ref(self.require(op, op.inputs[0])), s4)
 
     def _slice(self, op: Operator) -> None:
         start, size = movement.slice_params(op, self.block)
         if start[3] % self.lanes:
             move_via_rows(self, op, f"the slice starts at channel {start[3]}, inside a brick")
             return
-        self._alias(op.outputs[0], Ref(self._require(op, op.inputs[0]), offset=start), size)
+        self.alias(op.outputs[0], Ref(self.require(op, op.inputs[0]), offset=start), size)
 
     def _reshape(self, op: Operator) -> None:
         in4, out4 = movement.reshape_check(op, self.block)
-        x, out = self._require(op, op.inputs[0]), op.outputs[0]
+        x, out = self.require(op, op.inputs[0]), op.outputs[0]
         if in4 == out4:
-            self._alias(out, Ref(x), out4)
+            self.alias(out, Ref(x), out4)
             return
         if same_bytes(in4, out4, self.lanes):
             if self.flow.view(x).dense:
-                self._alias(out, Ref(x, reshape=True), out4)
+                self.alias(out, Ref(x, reshape=True), out4)
             elif self._needed(out):
                 # Gather the window into a whole buffer whose bytes the output then is.
-                root = self._root(out, out4, "computed")
+                root = self.new_root(out, out4, "computed")
                 as_in = self._root_alias(f"{out}@{'x'.join(map(str, in4))}", root, in4)
                 self._copy(op, x, as_in, "RESHAPE of a window of a larger buffer")
             return
@@ -589,20 +535,20 @@ class _Walk:
                 move_via_rows(self, op, f"regroups channels ({in4[3]} -> {out4[3]})")
             return
         if self._needed(out):
-            self._root(out, out4, "computed")
+            self.new_root(out, out4, "computed")
             self._copy(op, x, out, "RESHAPE re-lays the pixels", relayout=True)
 
     def _root_alias(self, name: str, root: str, shape) -> str:
         """A tensor holding the bytes of the whole root ``root`` as a brick tensor of ``shape``."""
-        self._alias(name, Ref(root, reshape=True), shape)
+        self.alias(name, Ref(root, reshape=True), shape)
         return name
 
     def _transpose(self, op: Operator) -> None:
         perm = movement.transpose_perm(op, self.block)
         x, out = op.inputs[0], op.outputs[0]
-        x = self._require(op, x)
+        x = self.require(op, x)
         if perm == (0, 1, 2, 3):
-            self._alias(out, Ref(x), self.flow.shapes[x])
+            self.alias(out, Ref(x), self.flow.shapes[x])
             return
         if out in self.block.outputs and not self.consumers.get(out) and len(self.block.tensor(out).shape) == 4:
             self.output_perms[out] = (x, perm)     # the host reads the transposed array
@@ -612,7 +558,7 @@ class _Walk:
                 move_via_rows(self, op, "moves the channel axis")
             return
         if self._needed(out):
-            self._root(out, movement.activation(op, self.block, out, "output"), "computed")
+            self.new_root(out, movement.activation(op, self.block, out, "output"), "computed")
             axes = "".join("NHW"[p] for p in perm[:3])
             self._copy(op, x, out, f"TRANSPOSE NHW -> {axes}", perm=tuple(perm[:3]))
 
@@ -637,8 +583,8 @@ class _Walk:
         if pad[6] % lanes or (pad[7] and c % lanes):
             move_via_rows(self, op, "pads channels inside a brick")
             return
-        x = self._require(op, op.inputs[0])
-        self._root(out, movement.activation(op, self.block, out, "output"), "computed")
+        x = self.require(op, op.inputs[0])
+        self.new_root(out, movement.activation(op, self.block, out, "output"), "computed")
         self._copy(op, x, out, f"PAD with {value}", pad=pad, pad_value=value)
 
     def _concat(self, op: Operator) -> None:
@@ -649,7 +595,7 @@ class _Walk:
             if any(s[3] % lanes for s in shapes[:-1]):
                 move_via_rows(self, op, "an input starts inside a brick")
                 return
-        root = self._root(out, movement.activation(op, self.block, out, "output"), "computed")
+        root = self.new_root(out, movement.activation(op, self.block, out, "output"), "computed")
         at = 0
         for k, (name, s) in enumerate(zip(op.inputs, shapes)):
             offset = [0, 0, 0, 0]
@@ -658,11 +604,11 @@ class _Walk:
             if self._placeable(name, op):
                 # The producer writes straight into its slot: its root becomes a window.
                 del self.flow.roots[name]
-                self._alias(name, Ref(root, offset=tuple(offset)), s)
+                self.alias(name, Ref(root, offset=tuple(offset)), s)
                 continue
-            src = self._require(op, name)
+            src = self.require(op, name)
             slot = f"{out}[{k}]"
-            self._alias(slot, Ref(root, offset=tuple(offset)), s)
+            self.alias(slot, Ref(root, offset=tuple(offset)), s)
             self._copy(op, src, slot, f"CONCAT input {k} cannot be written in place")
 
     def _placeable(self, name: str, concat: Operator) -> bool:

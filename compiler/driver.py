@@ -43,12 +43,14 @@ from compiler.kinds.matmul.lower import lower_matmul, matmul_constants
 from compiler.kinds.matmul.layer import MatmulLayer
 from compiler.kinds.mxu_conv.lower import lower_mxu_conv, mxu_conv_constants
 from compiler.kinds.mxu_conv.layer import MxuConvLayer
+from compiler.link.control import compile_linked, needs_linking
 from compiler.program.loops import compress_loops
 from compiler.program.memplan import ExtPlan, plan_memory
 from compiler.kinds.pooling.layer import PoolLayer
 from compiler.program.schedule import Scheduled, schedule
 from compiler.kinds.conv.tap_packing import pack_taps
-from compiler.kinds.conv.tiling import ConvPlan, choose_plans, plan_candidates
+from compiler.kinds.conv.plan import ConvPlan
+from compiler.kinds.conv.tiling import choose_plans, plan_candidates
 from compiler.kinds.conv.weights import pack_params, pack_weights
 from compiler.program.builder import build_program
 
@@ -111,11 +113,9 @@ def compile_graph(graph: Graph, config: NpuConfig = DEFAULT_CONFIG, loops: bool 
     tosa_ir.errors.InvalidInput
         An illegal graph.
     """
-    from compiler.link.control import compile_linked, needs_linking
-
     if needs_linking(graph):        # WHILE_LOOP, big COND_IF: pieces linked with BRANCHes
         check_variable_blocks(graph, linked=True)
-        return compile_linked(graph, config, loops)
+        return compile_linked(graph, config, loops, compile_graph)
     return run_pipeline(graph, config, loops).program
 
 

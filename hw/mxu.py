@@ -44,11 +44,17 @@ from amaranth.utils import ceil_log2
 from isa.config import NpuConfig
 from isa.instructions import LEN_BITS
 from hw.interfaces import UnitCtlSignature
-from hw.sequencer import mxu_cmd_layout
+from hw.decode import fields_layout
 
 ACC_BITS = 32                # one ACC lane
 WIDE_BITS = 48               # an int48 accumulator (two ACC rows)
 PRODUCT_BITS = 17 + 9        # (int8/int16 - int16 zero point) x (int8/int4 - int8 zero point)
+
+
+def mxu_cmd_layout():
+    """MXU command (issued by the sequencer): MATMUL's fields.  Defined here, beside the unit
+    that decodes it, so the sequencer imports the MXU and not the other way round."""
+    return fields_layout("MATMUL")
 
 
 class Mxu(wiring.Component):

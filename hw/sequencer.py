@@ -42,6 +42,7 @@ from hw.checker import CODE_BITS, PC_BITS, InstrChecker
 from hw.decode import fields_layout, instr_layout, opcode
 from hw.interfaces import ExtBusSignature, UnitCtlSignature
 from hw.loop import LoopStack
+from hw.mxu import ACC_BITS, mxu_cmd_layout
 
 # Units with a bit in the wait mask, in bit order.
 WAIT_UNITS = tuple(u for u in sorted(Unit) if u is not Unit.SEQ)
@@ -50,10 +51,6 @@ WAIT_UNITS = tuple(u for u in sorted(Unit) if u is not Unit.SEQ)
 def dma_cmd_layout():
     """DMA command: DMA_LOAD's fields (a superset of DMA_STORE's) plus a store flag."""
     return fields_layout("DMA_LOAD", extra={"store": 1})
-
-
-def mxu_cmd_layout():
-    return fields_layout("MATMUL")
 
 
 def vpu_cmd_layout():
@@ -69,7 +66,6 @@ class Sequencer(wiring.Component):
             raise ValueError("an instruction must be a whole number of bus words")
         self.words_per_instr = INSTR_BYTES // config.bus_bytes
         imem_aw = ceil_log2(config.imem_rows)
-        from hw.mxu import ACC_BITS        # here: hw/mxu.py imports this module
         super().__init__({
             "start": In(1),
             "prog_addr": In(32),

@@ -14,6 +14,7 @@ from pathlib import Path
 import numpy as np
 
 from npu import conformance
+from npu.config import load_config as _load_config
 from tosa_ir.errors import InvalidInput, NpuError
 
 BACKENDS = ("ref", "isa", "rtl")
@@ -70,23 +71,6 @@ def build_parser() -> argparse.ArgumentParser:
     _add_config_arg(est)
     conformance.add_parser(sub)
     return parser
-
-
-def _load_config(spec: str):
-    from isa.config import DEFAULT_CONFIG, SMALL_CONFIG, NpuConfig
-
-    if spec == "default":
-        return DEFAULT_CONFIG
-    if spec == "small":
-        return SMALL_CONFIG
-    import json
-
-    try:
-        return NpuConfig.from_dict(json.loads(Path(spec).read_text()))
-    except OSError as e:
-        raise InvalidInput(f"{spec}: cannot read configuration: {e.strerror}") from None
-    except (ValueError, TypeError) as e:
-        raise InvalidInput(f"{spec}: bad configuration: {e}") from None
 
 
 def _load_inputs(path: str) -> dict[str, np.ndarray]:
@@ -163,6 +147,7 @@ def _write_text(path: str, text: str, what: str) -> None:
 
 
 def cmd_estimate(args) -> int:
+    from compiler.estimate import estimate_graph
     from compiler.estimate import layers as estimate
     from npu import backends
 
@@ -181,7 +166,7 @@ def cmd_estimate(args) -> int:
         from tosa_ir.errors import Unsupported
 
         try:
-            est = estimate.estimate_graph(model.graph, config)
+            est = estimate_graph(model.graph, config)
         except Unsupported as e:
             # Most of such a graph usually compiles: say how to see those layers.
             raise Unsupported(f"{e} (--per-layer estimates the layers that compile)") from None

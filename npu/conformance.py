@@ -45,6 +45,8 @@ import numpy as np
 
 from tosa_ir.errors import InvalidInput, NpuError, TosaUnpredictable, Unsupported
 
+from npu.config import load_config
+
 BACKENDS = ("ref", "isa", "rtl")
 PASSED, FAILED, UNSUPPORTED, SKIPPED = "passed", "failed", "unsupported", "skipped"
 VERDICTS = (PASSED, FAILED, UNSUPPORTED, SKIPPED)
@@ -398,20 +400,8 @@ def run(args) -> int:
     tests = find_tests(args.dirs)
     config = None
     if args.backend != "ref":
-        from npu.cli import _load_config
-
-        config = _load_config(args.config)
+        config = load_config(args.config)
     results = run_tests(tests, args.backend, config=config, jobs=min(args.jobs, len(tests)))
     print(format_report(results, verbose=args.verbose))
     return 1 if any(r.verdict == FAILED for r in results) else 0
 
-
-def main(argv: list[str] | None = None) -> int:
-    """``python -m npu.conformance``: the same as ``npu conformance``."""
-    from npu.cli import main as cli_main
-
-    return cli_main(["conformance", *(sys.argv[1:] if argv is None else argv)])
-
-
-if __name__ == "__main__":
-    sys.exit(main())

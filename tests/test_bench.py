@@ -8,7 +8,6 @@ ISA simulator runs without hazards), and that their checks can fail.
 from __future__ import annotations
 
 import csv
-import sys
 from pathlib import Path
 
 import numpy as np

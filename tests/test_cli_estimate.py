@@ -93,7 +93,7 @@ def test_slice_figures(tmp_path):
 
 
 def test_tflite_matches_the_compiler_estimate(tmp_path):
-    from compiler.estimate.layers import estimate_graph
+    from compiler.estimate import estimate_graph
     from compiler.frontends import load_graph
     from isa.config import SMALL_CONFIG
 
@@ -135,7 +135,6 @@ def test_float_model_with_calibration(tmp_path):
 
 
 def test_bad_inputs(tmp_path):
-    from tosa_ir.tosa_fb import write_tosa
 
     assert_estimate_error(npu("estimate", tmp_path / "missing.tosa"), 2, "missing.tosa")
     bad = tmp_path / "bad.tosa"
@@ -182,7 +181,7 @@ def test_while_loop_constant_trip_count(trips):
     """A loop counter starting from a constant: the rows count every iteration and the
     total is the cycle count of the ISA simulator running the compiled program."""
     from compiler.driver import compile_graph
-    from compiler.estimate.layers import estimate_graph
+    from compiler.estimate import estimate_graph
     from isa.config import SMALL_CONFIG
     from sim.isa.sim import IsaSim
     from tosa_ir import Operator, Tensor
@@ -209,7 +208,7 @@ def test_while_loop_constant_trip_count(trips):
 
 
 def test_big_cond_if_times_the_then_side():
-    from compiler.estimate.layers import estimate_graph
+    from compiler.estimate import estimate_graph
     from isa.config import SMALL_CONFIG
     from test_compiler_control_flow import big_cond_if_graph
 

@@ -21,7 +21,6 @@ from isa.config import DEFAULT_CONFIG, SMALL_CONFIG, NpuConfig  # noqa: E402
 from isa.program import Program  # noqa: E402
 from compiler.driver import compile_graph, run_pipeline  # noqa: E402
 from sim.isa.sim import IsaSim  # noqa: E402
-from sim.reference import run_graph  # noqa: E402
 
 # Scratchpads small enough that modest layers need every kind of tiling (a 4x4 array).
 TINY_CONFIG = NpuConfig(array_rows=4, array_cols=4, bus_bytes=4, asram_rows=160, wsram_rows=64,
@@ -156,7 +155,7 @@ def test_branching_graph():
 def test_instruction_memory_shared_between_layers():
     """When the fastest plans overflow the instruction memory, layers step down to plans with
     fewer instructions until the program fits."""
-    from compiler.kinds.conv.fusion import fuse_graph
+    from compiler.dataflow import fuse_graph
     from compiler.kinds.conv.tiling import plan_candidates
 
     rng = np.random.default_rng(17)

@@ -12,7 +12,7 @@ from compiler_graphs import ConvSpec, build_chain  # noqa: E402
 
 from isa.config import DEFAULT_CONFIG, SMALL_CONFIG, NpuConfig  # noqa: E402
 from compiler.driver import compile_file, compile_graph  # noqa: E402
-from tosa_ir import Block, Graph, Operator, Tensor  # noqa: E402
+from tosa_ir import Operator  # noqa: E402
 from tosa_ir.errors import InvalidInput, TosaError, Unsupported  # noqa: E402
 
 

@@ -14,9 +14,7 @@ import pytest
 sys.path.insert(0, os.path.dirname(__file__))
 from vector_graphs import VecBuilder, run_and_compare  # noqa: E402
 
-from compiler.driver import run_pipeline  # noqa: E402
 from isa.config import DEFAULT_CONFIG, SMALL_CONFIG  # noqa: E402
-from tosa_ir.errors import Unsupported  # noqa: E402
 
 
 def _out_size(size: int, k: int, stride: int, dil: int, pad: tuple[int, int]) -> int:

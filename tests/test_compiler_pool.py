@@ -17,8 +17,7 @@ from npu_check import compare_on_isa, int8_inputs  # noqa: E402
 from isa.config import DEFAULT_CONFIG, SMALL_CONFIG, NpuConfig  # noqa: E402
 from compiler.driver import run_pipeline  # noqa: E402
 from compiler.kinds.pooling.layer import PoolLayer  # noqa: E402
-from tosa_ir import Operator, Tensor  # noqa: E402
-from tosa_ir.errors import InvalidInput, Unsupported  # noqa: E402
+from tosa_ir.errors import InvalidInput  # noqa: E402
 
 # Scratchpads so small that pools need tiles of a few rows (a 4x4 array).
 TINY_CONFIG = NpuConfig(array_rows=4, array_cols=4, bus_bytes=4, asram_rows=160, wsram_rows=64,

@@ -142,7 +142,7 @@ def test_static_timing_takes_forward_always_branches_only():
 
 def test_hazard_checker_sees_the_condition_read():
     """A BRANCH whose wait mask omits the VALU producing its condition is a RAW hazard."""
-    instrs = assemble(f"""
+    instrs = assemble("""
         VALU op=COPY dtype=INT8 n0=1 n1=1 a_mem=ASRAM a_addr=0 d_mem=ASRAM d_addr=1
         BRANCH target=3 test=ZERO row=1
         HALT

@@ -268,7 +268,7 @@ def test_halt_and_pc_overflow_inside_loops():
 def test_hazard_between_iterations():
     """The next iteration's load overwrites rows the previous MATMUL may still read."""
     text = "\n".join([
-        f"LOOP count=2 body=2 inc_wsram=0",
+        "LOOP count=2 body=2 inc_wsram=0",
         f"  DMA_LOAD sram=ASRAM ext_addr={DATA} len0=8 len1=1 len2=1",
         "  MATMUL n0=8 n1=1 a_stride0=1 wait=DMA",
         "HALT"])

@@ -18,7 +18,8 @@ from isa.encoding import decode, encode, encode_program
 from isa.instructions import TSRAM_BYTES, TableMode
 from isa.program import Program
 from sim.isa.sim import IsaSim
-from sim.isa.units import EXECUTORS, NpuState, Trap
+from sim.isa.executors import EXECUTORS
+from sim.isa.units import NpuState, Trap
 from sim.npu_timing import TimingModel
 
 sys.path.insert(0, os.path.dirname(__file__))

@@ -21,7 +21,8 @@ from isa.program import Program
 from isa.vector import schedule
 from sim import tosa_helpers as th
 from sim.isa.sim import IsaSim
-from sim.isa.units import EXECUTORS, NpuState, Trap
+from sim.isa.executors import EXECUTORS
+from sim.isa.units import NpuState, Trap
 from sim.isa.vpu import read_vectors, write_vectors
 from tosa_ir import Block, Graph, Operator, Region, Tensor, TosaUnpredictable
 

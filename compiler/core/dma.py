@@ -21,7 +21,7 @@ from isa.config import NpuConfig
 from isa.instructions import BY_NAME, Sram
 
 from compiler.core.ops import Op, new_op
-from compiler.kinds.conv.tiling import MAX_LEN
+from compiler.core.ops import MAX_LEN
 
 PAD_MAX = next(f for f in BY_NAME["DMA_LOAD"].fields if f.name == "pad_b0").max
 

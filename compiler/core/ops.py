@@ -14,10 +14,13 @@ from dataclasses import dataclass, field
 from isa import dma, matmul
 from isa.config import NpuConfig
 from isa.encoding import Instruction, make
-from isa.instructions import BranchTest, Sram, TableMode, Unit, VecDst, VecMem
+from isa.instructions import LEN_BITS, BranchTest, Sram, TableMode, Unit, VecDst, VecMem
 from isa.vector import PARAM_ROWS, operands, table_rows
 
 from compiler.core.costmodel import instr_timing
+
+MAX_LEN = (1 << LEN_BITS) - 1          # n0, n1, count, len* fields
+ALL_UNITS = 0b111                      # wait mask: DMA, MXU, VPU
 
 Access = tuple[str, int, int]     # (memory, lo, hi)
 
@@ -130,3 +133,9 @@ def _table_footprint(v: dict, config: NpuConfig) -> tuple[list[Access], list[Acc
 
     table = ("TSRAM", v["t_addr"], v["t_addr"] + table_rows(v["mode"], config.bus_bytes))
     return [table, access(src)], [access(dst)]
+
+
+class FixedOp(Op):
+    """An op emitted with its final wait mask and place (LOOPs included): the scheduler and
+    the loop search keep runs of them as they are (lowerings that emit their own LOOPs:
+    compiler/kinds/conv/fully_connected.py, compiler/kinds/mxu_conv/lower_loops.py)."""

@@ -15,7 +15,8 @@ from dataclasses import dataclass
 from tosa_ir import Block, Graph, Operator
 from tosa_ir.errors import NpuError
 
-from compiler.kinds.conv.fusion import CONST_OPS, conv_chain
+from compiler.core.operands import CONST_OPS
+from compiler.kinds.conv.fusion import conv_chain
 from compiler.kinds.movement.params import MOVEMENT_OPS
 
 

@@ -16,10 +16,10 @@ cycles / bound`` (1.0 is the best the hardware allows; below 1.0 the layer overl
 one before it).  Layers that only move data the compiler added (tap packing's repack) have
 no bound.
 
-    python -m compiler.estimate.layers MODEL.tosa [--config small|default|FILE.json] [--per-layer]
-
-The user-facing command is ``npu estimate`` (npu/cli.py): the same tables, any model
-format, calibration of float models, and ``--csv`` / ``--plot`` (compiler/estimate/plot.py).
+The command line is ``npu estimate MODEL [--per-layer] [--config ...] [--csv] [--plot]``
+(npu/cli.py): any model format, calibration of float models, CSV and SVG
+(compiler/estimate/plot.py).  ``estimate_graph`` (compiler/estimate/__init__.py) picks this
+module's estimate or the linked one.
 
 Graphs with WHILE_LOOP or big COND_IF are compiled as linked pieces
 (compiler/link/control.py); compiler/estimate/linked.py estimates them: one row per
@@ -33,21 +33,22 @@ memory were large enough (the row says how many instructions it needs).
 """
 from __future__ import annotations
 
-import argparse
 import csv
 import io
 import re
-import sys
 from collections import Counter
 from dataclasses import dataclass, field
 
 import numpy as np
 
-from isa.config import DEFAULT_CONFIG, SMALL_CONFIG, NpuConfig
+from isa.config import DEFAULT_CONFIG, NpuConfig
 from tosa_ir import Graph
 
 from compiler.driver import Compilation, InstructionMemoryFull, run_pipeline
 from compiler.core.ir import ConvLayer
+from compiler.estimate.plot import PlotRow, roofline_svg
+from compiler.kinds.conv.tap_packing import RepackLayer
+from compiler.estimate.layer_split import split_layers
 
 # The report's columns, in order: the text table, the CSV header and the plot all use them.
 CSV_COLUMNS = ("layer", "operators", "MACs", "cycles", "utilisation_pct", "read_bytes", "written_bytes",
@@ -193,8 +194,6 @@ def rows_csv(rows: list[Row]) -> str:
 
 def rows_svg(title: str, rows: list[Row], subtitle: str = "") -> str:
     """The layer rows (the total row left out) as the roofline bar chart."""
-    from compiler.estimate.plot import PlotRow, roofline_svg
-
     return roofline_svg(title, [PlotRow(r.layer, r.cycles, r.bound, r.utilisation, r.operators, r.limit,
                                         r.note[4:] if r.note.startswith("no: ") and not r.cycles else "")
                                 for r in rows if r.layer != "total"], subtitle)
@@ -203,8 +202,6 @@ def rows_svg(title: str, rows: list[Row], subtitle: str = "") -> str:
 def minimal_bytes(layer, graph: Graph) -> int:
     """Least external traffic of ``layer`` in bytes (see the module docstring): 0 for the
     compiler's repack layers, which move data the graph never asked to move."""
-    from compiler.kinds.conv.tap_packing import RepackLayer
-
     if isinstance(layer, RepackLayer):
         return 0
     layer = getattr(layer, "original", None) or layer      # tap packing: the graph's layer
@@ -294,14 +291,6 @@ def estimate_compilation(compilation: Compilation) -> Estimate:
     return Estimate(layers, total, source, config, len(compilation.program.instructions))
 
 
-def estimate_graph(graph: Graph, config: NpuConfig = DEFAULT_CONFIG) -> Estimate:
-    from compiler.link.control import needs_linking
-
-    if needs_linking(graph):          # WHILE_LOOP, big COND_IF: compiled as linked pieces
-        from compiler.estimate.linked import estimate_linked
-
-        return estimate_linked(graph, config)
-    return estimate_compilation(run_pipeline(graph, config))
 @dataclass
 class LayerReport:
     """One compute layer compiled alone: ``status`` is "ok", "imem" (estimated with enough
@@ -322,7 +311,6 @@ def estimate_layers(graph: Graph, config: NpuConfig = DEFAULT_CONFIG) -> list[La
 
     from tosa_ir.errors import NpuError
 
-    from compiler.estimate.layer_split import split_layers
 
     reports = []
     for unit in split_layers(graph):
@@ -366,61 +354,3 @@ def report_total(rows: list[Row], config: NpuConfig) -> Row:
     return Row("total", "", macs, cycles, _util(macs, cycles, config), sum(r.read for r in rows),
                sum(r.written for r in rows), sum(r.bound for r in rows), sum(r.instructions for r in rows),
                "sum of the layers that compile", _limit(rows))
-
-
-def layers_table(reports: list[LayerReport], config: NpuConfig) -> str:
-    head = (f"{'layer':<14} {'operators':<38} {'compiles':<24} {'instr':>7} {'cycles':>10} {'MACs':>12} "
-            f"{'util%':>6} {'bound':>10} {'limit':<5} {'ratio':>7}")
-    lines = [f"each layer compiled alone; {config.array_rows}x{config.array_cols} array, instruction "
-             f"memory {config.imem_rows}", head, "-" * len(head)]
-    for r in report_rows(reports, config):
-        if r.note.startswith("no: ") and not r.cycles:
-            lines.append(f"{r.layer:<14} {r.operators:<38} {r.note}")
-            continue
-        ratio = "-" if r.ratio is None else f"{r.ratio:.3f}"
-        bound = str(r.bound) if r.bound else "-"
-        lines.append(f"{r.layer:<14} {r.operators:<38} {r.note:<24} {r.instructions:>7} {r.cycles:>10} "
-                     f"{r.macs:>12} {100 * r.utilisation:>6.1f} {bound:>10} {r.limit:<5} {ratio:>7}")
-    return "\n".join(lines)
-
-
-def _config(spec: str) -> NpuConfig:
-    import json
-    from pathlib import Path
-
-    from tosa_ir.errors import InvalidInput
-
-    if spec in ("default", "small"):
-        return DEFAULT_CONFIG if spec == "default" else SMALL_CONFIG
-    try:
-        return NpuConfig.from_dict(json.loads(Path(spec).read_text()))
-    except (OSError, ValueError, TypeError) as e:
-        raise InvalidInput(f"{spec}: bad configuration: {e}") from None
-
-
-def main(argv: list[str] | None = None) -> int:
-    from tosa_ir.errors import NpuError
-
-    parser = argparse.ArgumentParser(prog="python -m compiler.estimate.layers", description=__doc__.splitlines()[0])
-    parser.add_argument("model")
-    parser.add_argument("--config", default="default")
-    parser.add_argument("--per-layer", action="store_true",
-                        help="compile and estimate every compute layer on its own")
-    args = parser.parse_args(argv)
-    try:
-        from compiler.frontends import load_graph
-
-        config = _config(args.config)
-        graph = load_graph(args.model)
-        if args.per_layer:
-            print(layers_table(estimate_layers(graph, config), config))
-        else:
-            print(estimate_graph(graph, config).table())
-    except NpuError as e:
-        print(f"estimate: error: {e}", file=sys.stderr)
-        return e.exit_code
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -31,9 +31,13 @@ its own, so the rows add up to the total.
 from __future__ import annotations
 
 from isa.config import NpuConfig
+from sim.npu_timing import TimingModel
 from tosa_ir import Graph
 
+from compiler.driver import check_variable_blocks, compile_graph, run_pipeline
 from compiler.estimate.layers import Estimate, LayerEstimate, dma_bytes, roofline_bound
+from compiler.graph.trip_count import constant_trip_count
+from compiler.link.control import link_traced, needs_linking
 
 # Longest issue stream timed for loops of constant trip count (else: one iteration shown).
 MAX_PATH = 2_000_000
@@ -137,16 +141,9 @@ def _layer_estimate(comp, local: int, prefix: str, note: str, config: NpuConfig)
 def estimate_linked(graph: Graph, config: NpuConfig) -> Estimate:
     """The estimate of a graph that compiler.driver.compile_graph links (see the module
     docstring).  The program is the one ``npu compile`` writes."""
-    from compiler.driver import check_variable_blocks, run_pipeline
-    from compiler.link.control import link_traced, needs_linking
-    from compiler.graph.trip_count import constant_trip_count
-    from sim.npu_timing import TimingModel
-
     compilations = {}
 
     def compile_piece(sub: Graph, cfg: NpuConfig, loops: bool):
-        from compiler.driver import compile_graph
-
         if needs_linking(sub):                 # nested control flow: one row
             return compile_graph(sub, cfg, loops)
         comp = run_pipeline(sub, cfg, loops)   # what compile_graph does, keeping the layers

@@ -21,7 +21,7 @@ import numpy as np
 
 from tosa_ir import Block, Graph, Operator, Tensor
 
-from compiler.kinds.conv.fusion import invalid, unsupported
+from compiler.core.errors import invalid, unsupported
 
 CONTROL_OPS = ("COND_IF", "WHILE_LOOP")
 

@@ -62,7 +62,8 @@ from tosa_ir import Block, Graph, Operator
 from tosa_ir.errors import Unsupported
 from tosa_ir.graph import numpy_dtype
 
-from compiler.kinds.conv.fusion import invalid
+from compiler.graph.validate import check_graph
+from compiler.core.errors import invalid
 
 ALIGN = 64
 ALL_UNITS = 0b111                      # wait mask: DMA | MXU | VPU
@@ -153,9 +154,9 @@ class LinkTrace:
 class _Linker:
     """Builds the linked program: external memory, instructions, segments, I/O bindings."""
 
-    def __init__(self, graph: Graph, config: NpuConfig, loops: bool, compile_fn=None):
+    def __init__(self, graph: Graph, config: NpuConfig, loops: bool, compile_fn):
         self.graph, self.config, self.loops = graph, config, loops
-        self.compile_fn = compile_fn          # None: compiler.driver.compile_graph
+        self.compile_fn = compile_fn          # compiler.driver.compile_graph, or a report's wrapper
         self.cursor = 0
         self.instrs: list = []
         self.segments: list[Segment] = []
@@ -242,11 +243,9 @@ class _Linker:
 
     def compile_block(self, block: Block, where: str) -> Program:
         """Compile ``block`` (with the graph's other blocks, for nested control flow) alone."""
-        from compiler.driver import compile_graph
-
         sub = _subgraph(self.graph, block)
         try:
-            program = (self.compile_fn or compile_graph)(sub, self.config, self.loops)
+            program = self.compile_fn(sub, self.config, self.loops)
         except Unsupported as e:
             raise Unsupported(f"{where}: {e}") from None
         self.where[id(program)] = where
@@ -267,18 +266,16 @@ def _subgraph(graph: Graph, block: Block) -> Graph:
 
 
 # -- the main walk ----------------------------------------------------------------------------------
-def compile_linked(graph: Graph, config: NpuConfig, loops: bool = True) -> Program:
-    """Compile ``graph`` (see the module docstring).  Raises Unsupported / InvalidInput /
-    TosaError like compiler.driver.compile_graph."""
-    return link_traced(graph, config, loops)[0]
+def compile_linked(graph: Graph, config: NpuConfig, loops: bool, compile_fn) -> Program:
+    """Compile ``graph`` (see the module docstring), each piece with ``compile_fn(graph, config,
+    loops) -> Program`` (compiler.driver.compile_graph passes itself: this module sits below the
+    driver).  Raises Unsupported / InvalidInput / TosaError like compiler.driver.compile_graph."""
+    return link_traced(graph, config, loops, compile_fn)[0]
 
 
-def link_traced(graph: Graph, config: NpuConfig, loops: bool = True, compile_fn=None) -> tuple[Program, LinkTrace]:
-    """:func:`compile_linked`, also returning where the pieces went; ``compile_fn(graph,
-    config, loops) -> Program`` compiles each piece (default compiler.driver.compile_graph;
-    reports pass one that keeps each piece's Compilation)."""
-    from compiler.graph.validate import check_graph
-
+def link_traced(graph: Graph, config: NpuConfig, loops: bool, compile_fn) -> tuple[Program, LinkTrace]:
+    """:func:`compile_linked`, also returning where the pieces went (reports pass a
+    ``compile_fn`` that keeps each piece's Compilation)."""
     check_graph(graph)                         # ERROR_IFs of the control operators first
     link = _Linker(graph, config, loops, compile_fn)
     main = graph.main

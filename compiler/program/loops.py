@@ -26,7 +26,8 @@ from isa.config import NpuConfig
 from isa.encoding import make
 from isa.instructions import BY_NAME, LOOP_DEPTH, Space, address_fields, field_space, loop_increments, offset_unit
 
-from compiler.core.ops import Op
+from compiler.core.ops import FixedOp, Op
+from compiler.program.schedule import BARRIERS, _runs, run_starts
 
 MAX_PERIOD = 48          # items per candidate body (longer bodies rarely repeat exactly)
 MAX_SHORT = 16           # loop counts tried below the largest possible one
@@ -60,8 +61,6 @@ class _Interner:
 def compress_loops(ops: list[Op], config: NpuConfig, max_depth: int = LOOP_DEPTH) -> list[Op]:
     """``ops`` (a scheduled program, waits set) with repeated runs turned into LOOPs.  Runs
     of fixed ops (compiler/kinds/conv/fully_connected.py: LOOPs already in) stay."""
-    from compiler.kinds.conv.fully_connected import FixedOp
-    from compiler.program.schedule import _runs
 
     if any(op.instr.name == "BRANCH" for op in ops):
         return _compress_between_branches(ops, config, max_depth)
@@ -83,7 +82,6 @@ def _compress_between_branches(ops: list[Op], config: NpuConfig, max_depth: int)
     """Compress the runs between BRANCHes apart (a LOOP never contains or spans a branch: the
     ISA forbids branching with a loop active) and move the branch targets, which must start
     a run (compiler/program/schedule.py ``run_starts``), to where their runs now start."""
-    from compiler.program.schedule import BARRIERS, run_starts
 
     out: list[Op] = []
     moved: dict[int, int] = {}

@@ -23,7 +23,7 @@ from isa.program import Segment, TensorBinding
 from tosa_ir.errors import Unsupported
 from tosa_ir.graph import numpy_dtype
 
-from compiler.dataflow import Binding, Dataflow, Root
+from compiler.core.dataflow import Binding, Dataflow, Root
 from compiler.core.views import BrickView
 
 ALIGN = 64

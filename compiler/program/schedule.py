@@ -34,7 +34,7 @@ import numpy as np
 from isa.encoding import Instruction, make
 from isa.instructions import Unit
 
-from compiler.core.ops import Op
+from compiler.core.ops import FixedOp, Op
 
 UNITS = (Unit.DMA, Unit.MXU, Unit.VPU)
 WINDOW = 32
@@ -167,7 +167,6 @@ def schedule(ops: list[Op]) -> Scheduled:
     HALT closing a run before a fixed one is dropped).  Their modelled timeline is the
     lowering's estimate, the fixed run counting as one span.
     """
-    from compiler.kinds.conv.fully_connected import FixedOp
 
     if any(op.instr.name == "BRANCH" for op in ops):
         return _schedule_around_branches(ops)

@@ -88,7 +88,7 @@ def regs_c_header() -> str:
             raise ValueError(f"HW_CONFIG field {b.name} is not an NpuConfig field")
     out += _x_macro("NPU_FOR_EACH_HW_CONFIG_FIELD",
                     [f"X({b.name}, {b.name.lower()}, {b.lsb}, {b.width})" for b in hw_fields])
-    out += [f"/* Units with a busy-cycle counter: X(index, name, LO register, HI register). */",
+    out += ["/* Units with a busy-cycle counter: X(index, name, LO register, HI register). */",
             f"#define NPU_UNIT_COUNT {len(UNITS)}"]
     out += _x_macro("NPU_FOR_EACH_UNIT_COUNTER",
                     [f'X({i}, "{u}", NPU_REG_{u}_BUSY_LO, NPU_REG_{u}_BUSY_HI)' for i, u in enumerate(UNITS)])

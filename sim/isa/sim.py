@@ -46,7 +46,8 @@ from tosa_ir.errors import InvalidInput, NpuError
 from sim.isa import branch as isa_branch
 from sim.isa.hazards import Hazard, find_hazards
 from sim.isa.loops import LoopStack
-from sim.isa.units import EXECUTORS, Footprint, NpuState, Trap
+from sim.isa.executors import EXECUTORS
+from sim.isa.units import Footprint, NpuState, Trap
 
 
 @dataclass

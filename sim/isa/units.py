@@ -289,6 +289,8 @@ def exec_act(state: NpuState, v: dict) -> Footprint:
     return fp
 
 
+# The DMA and MXU instructions; sim/isa/executors.py adds the vector unit's (sim/isa/vpu.py,
+# sim/isa/table.py), which build on this module.
 EXECUTORS = {
     "DMA_LOAD": exec_dma_load,
     "DMA_STORE": exec_dma_store,
@@ -296,24 +298,3 @@ EXECUTORS = {
     "ACT": exec_act,
 }
 
-
-def _vector_executor(name: str):
-    """VRESCALE, VALU and VPOOL live in sim/isa/vpu.py, which imports this module: look them
-    up when first executed."""
-    def execute(state: NpuState, v: dict) -> Footprint:
-        from sim.isa.vpu import EXECUTORS as vector
-        return vector[name](state, v)
-    execute.__name__ = f"exec_{name.lower()}"
-    return execute
-
-
-EXECUTORS.update({name: _vector_executor(name) for name in ("VRESCALE", "VALU", "VPOOL")})
-
-
-def _exec_table(state: NpuState, v: dict) -> Footprint:
-    """TABLE lives in sim/isa/table.py (which imports this module)."""
-    from sim.isa.table import exec_table
-    return exec_table(state, v)
-
-
-EXECUTORS["TABLE"] = _exec_table

@@ -27,6 +27,7 @@ from __future__ import annotations
 import numpy as np
 
 from compiler.frontends.common.graph_builder import LayoutBuilder, Val, identity
+from compiler.frontends.nnef import post as nnef_post
 from compiler.frontends.nnef.parse import ParsedModel, Ref
 from tosa_ir import Graph
 from tosa_ir.errors import InvalidInput, Unsupported
@@ -134,14 +135,13 @@ class Converter(LayoutBuilder):
         return np.asarray(v.data, dtype=dtype).reshape(v.shape)
 
     # -- driver -------------------------------------------------------------------
-    def run(self) -> Graph:
-        from compiler.frontends.nnef import ops as nnef_ops
-        from compiler.frontends.nnef import post as nnef_post   # handlers register on import
-
+    def run(self, handlers: dict) -> Graph:
+        """Convert every operation with ``handlers`` (compiler/frontends/nnef/ops.py ``HANDLERS``,
+        passed in by the loader: the handlers import this module)."""
         for op in self.graph.operations:
             outs = ", ".join(str(o) for o in _flat(op.outputs.values()))
             self.location = f"{self.where}: {op.name} -> {outs}"
-            handler = nnef_ops.HANDLERS.get(op.name)
+            handler = handlers.get(op.name)
             if handler is None:
                 raise Unsupported(f"{self.location}: NNEF operation '{op.name}' has no TOSA "
                                   f"mapping in this frontend")

@@ -26,6 +26,7 @@ from pathlib import Path, PurePosixPath
 
 from compiler.frontends.nnef.container import GRAPH_FILE, TAR_SUFFIXES, open_container
 from compiler.frontends.nnef.convert import Converter
+from compiler.frontends.nnef.ops import HANDLERS
 from compiler.frontends.nnef.parse import parse_model
 from compiler.frontends.nnef.quant import activation_qparams, weight_qparams
 from tosa_ir import Graph
@@ -95,7 +96,7 @@ def load_nnef_model(path: str | os.PathLike, quantize: bool = True,
     container = open_container(path)
     parsed = parse_model(container)
     conv = Converter(parsed)
-    float_graph = conv.run()
+    float_graph = conv.run(HANDLERS)
     model = NnefModel(float_graph, float_graph, None, dict(conv.result_of), list(conv.notes))
     quantized = any(t.quantization for t in parsed.graph.tensors.values())
     if quantize and quantized:

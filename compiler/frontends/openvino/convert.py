@@ -31,6 +31,7 @@ import numpy as np
 
 from compiler.frontends.common import graph_builder
 from compiler.frontends.common.graph_builder import NHWC, LayoutBuilder, identity
+from compiler.frontends.openvino import post as openvino_post
 from compiler.frontends.openvino.bin import WeightsFile
 from compiler.frontends.openvino.quant import WeightQuant
 from compiler.frontends.openvino.xml import IrModel, Layer
@@ -215,19 +216,18 @@ class Converter(LayoutBuilder):
         self.given_by.setdefault(name, self.layer.describe())
 
     # -- driver -----------------------------------------------------------------------
-    def run(self) -> Graph:
-        from compiler.frontends.openvino import fold as openvino_fold
-        from compiler.frontends.openvino import ops as openvino_ops
-        from compiler.frontends.openvino import post as openvino_post
-
+    def run(self, handlers: dict, folders: dict) -> Graph:
+        """Convert every layer with ``handlers`` (compiler/frontends/openvino/ops.py ``HANDLERS``),
+        folding constant inputs with ``folders`` (openvino/fold.py ``FOLDERS``): passed in by the
+        loader, since both import this module."""
         for layer in self.ir.layers:
             self.layer = layer
-            handler = openvino_ops.HANDLERS.get(layer.type)
+            handler = handlers.get(layer.type)
             ins = [self.input_val(layer, i) for i in range(len(layer.inputs))]
             if layer.type not in CODES_PASS and any(v.codes for v in ins):
                 raise self.unsupported("integer codes used without a dequantizing "
                                        "FakeQuantize")
-            folder = openvino_fold.FOLDERS.get(layer.type)
+            folder = folders.get(layer.type)
             try:
                 if folder is not None and ins and all(v.is_const for v in ins):
                     outs = folder(self, layer, ins)

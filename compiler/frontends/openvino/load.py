@@ -41,6 +41,8 @@ import numpy as np
 
 from compiler.frontends.openvino.bin import WeightsFile
 from compiler.frontends.openvino.convert import Converter
+from compiler.frontends.openvino.fold import FOLDERS
+from compiler.frontends.openvino.ops import HANDLERS
 from compiler.frontends.openvino.xml import read_ir
 from compiler.graph.quantize.prepare import add_const_ops
 from compiler.graph.quantize.qparams import QParams
@@ -148,7 +150,7 @@ def load_openvino_model(path: str | os.PathLike, *, layout: str = "nhwc",
         raise InvalidInput(f"{xml_path}: the weights file {bin_path} does not exist")
     weights = WeightsFile(bin_path) if bin_path.exists() else None
     conv = Converter(ir, weights, layout)
-    float_graph = conv.run()
+    float_graph = conv.run(HANDLERS, FOLDERS)
     model = OpenVinoModel(float_graph, float_graph, layout=layout,
                           boundary=dict(conv.boundary), code_inputs=dict(conv.code_inputs),
                           output_names=dict(conv.output_info), notes=list(conv.notes))

@@ -201,7 +201,6 @@ def weight_params(q: WeightQuant, oc_axis: int, where: str
     """
     notes: list[str] = []
     codes = q.codes
-    axes = tuple(a for a in range(codes.ndim) if a != oc_axis)
     oc = codes.shape[oc_axis]
     pick = [0] * codes.ndim
     pick[oc_axis] = slice(None)

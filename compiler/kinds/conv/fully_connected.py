@@ -41,20 +41,15 @@ from isa.instructions import Space, Sram, address_fields, field_space, loop_incr
 
 from compiler.core.costmodel import MXU_DRAIN
 from compiler.core.ir import ConvLayer
-from compiler.core.ops import Op, new_op
+from compiler.core.ops import ALL_UNITS, MAX_LEN, FixedOp, Op, new_op
 from compiler.core.dma import Window, load_window
 from compiler.program.memplan import ExtPlan
-from compiler.kinds.conv.tiling import MAX_LEN, PARAM_ROWS, ConvPlan, ceil_div
+from compiler.core.views import ceil_div
+from compiler.kinds.conv.plan import PARAM_ROWS, ConvPlan
 
-ALL_UNITS = 0b111            # wait mask: DMA, MXU, VPU
 DMA, MXU, VPU = 1, 2, 4
 _INC = loop_increments()
 MAX_PARTS = 64               # chunks per output block (LOOP bodies of 2*64 chunks fit its field)
-
-
-class FixedOp(Op):
-    """An op emitted with its final wait mask and place (LOOPs included): the scheduler and
-    the loop search keep runs of them as they are."""
 
 
 @dataclass

@@ -17,34 +17,17 @@ from __future__ import annotations
 
 import numpy as np
 
-from tosa_ir import Block, Graph, Operator
-from tosa_ir.errors import InvalidInput, TosaError, Unsupported
+from tosa_ir import Block, Operator
+from tosa_ir.errors import TosaError
 from tosa_ir.graph import INT_RANGES
 
+from compiler.core.errors import invalid, unsupported
 from compiler.core.ir import ConvLayer
+from compiler.core.operands import CONST_OPS, const_input, expect_tensor, input_tensor, int_attrs, scalar_input
+
+__all__ = ["CONST_OPS", "conv_chain", "conv_layer"]
 
 INT8_MIN, INT8_MAX = INT_RANGES["int8"]
-# Operators that only name constant data; they produce no work.
-CONST_OPS = ("CONST", "CONST_SHAPE")
-
-
-def unsupported(op: Operator, reason: str) -> Unsupported:
-    where = f" at {op.location}" if op.location else ""
-    return Unsupported(f"{op.op}{where}: {reason}")
-
-
-def invalid(op: Operator, reason: str) -> InvalidInput:
-    where = f" at {op.location}" if op.location else ""
-    return InvalidInput(f"{op.op}{where}: {reason}")
-
-
-def fuse_graph(graph: Graph, lanes: int = 16) -> list[ConvLayer]:
-    """The convolution layers of ``graph``'s main block, in execution order (the whole
-    graph walk, data movement included, is compiler/dataflow.py)."""
-    from compiler.dataflow import build_dataflow
-
-    return [layer for layer in build_dataflow(graph, lanes).layers if isinstance(layer, ConvLayer)]
-
 
 # -- pattern matching -----------------------------------------------------------------------
 def _only_consumer(op: Operator, block: Block, consumers: dict, what: str) -> Operator | None:
@@ -69,85 +52,33 @@ def conv_chain(conv: Operator, block: Block, consumers: dict) -> list[Operator]:
     return chain
 
 
-# -- parameter access (TOSA 1.0 tensors or draft attributes) -----------------------------------
-def input_tensor(op: Operator, block: Block, index: int, what: str):
-    if index >= len(op.inputs):
-        raise invalid(op, f"missing input {what}")
-    try:
-        return block.tensor(op.inputs[index])
-    except KeyError:
-        raise invalid(op, f"input {what} {op.inputs[index]!r} is not declared") from None
-
-
-def const_input(op: Operator, block: Block, index: int, what: str) -> np.ndarray:
-    tensor = input_tensor(op, block, index, what)
-    if not tensor.is_const:
-        raise unsupported(op, f"{what} must be a constant tensor")
-    return np.asarray(tensor.data)
-
-
-def scalar_input(op: Operator, block: Block, index: int, attr: str) -> int:
-    """A zero point: input tensor ``index`` (TOSA 1.0) or attribute ``attr`` (draft)."""
-    if len(op.inputs) > index:
-        data = const_input(op, block, index, attr)
-        if data.size != 1:
-            raise invalid(op, f"{attr} must hold one value, not shape {data.shape}")
-        return int(data.reshape(-1)[0])
-    if attr not in op.attrs:
-        raise invalid(op, f"missing {attr}")
-    return int(np.asarray(op.attrs[attr]).reshape(-1)[0])
-
-
-def _ints(op: Operator, key: str, count: int) -> tuple[int, ...]:
-    value = op.attrs.get(key)
-    if value is None:
-        raise invalid(op, f"missing attribute {key}")
-    values = tuple(int(v) for v in np.asarray(value).reshape(-1))
-    if len(values) != count:
-        raise invalid(op, f"attribute {key} needs {count} values, has {len(values)}")
-    return values
-
-
-def _expect(op: Operator, block: Block, name: str, dtype: str, what: str, rank: int | None = None):
-    tensor = block.tensors.get(name)
-    if tensor is None:
-        raise invalid(op, f"{what} {name!r} is not declared")
-    if tensor.dtype != dtype:
-        raise unsupported(op, f"{what} {name!r} is {tensor.dtype}; the NPU supports {dtype} here")
-    if rank is not None and len(tensor.shape) != rank:
-        raise invalid(op, f"{what} {name!r} has rank {len(tensor.shape)}, expected {rank}")
-    if any(d < 0 for d in tensor.shape):
-        raise unsupported(op, f"{what} {name!r} has unknown dimensions {tensor.shape}")
-    return tensor
-
-
 # -- the fused layer ---------------------------------------------------------------------------
 def conv_layer(chain: list[Operator], block: Block, name: str) -> ConvLayer:
     """The fused layer of ``chain`` (from :func:`conv_chain`), parameters checked."""
     conv, rescale = chain[0], chain[1]
     clamp = chain[2] if len(chain) > 2 else None
 
-    x = _expect(conv, block, conv.inputs[0], "int8", "input", 4)
+    x = expect_tensor(conv, block, conv.inputs[0], "int8", "input", 4)
     w_tensor = input_tensor(conv, block, 1, "weight")
-    _expect(conv, block, w_tensor.name, "int8", "weight", 4)
+    expect_tensor(conv, block, w_tensor.name, "int8", "weight", 4)
     weights = const_input(conv, block, 1, "weight").astype(np.int8)
     bias = const_input(conv, block, 2, "bias")
-    _expect(conv, block, conv.inputs[2], "int32", "bias", 1)
-    acc = _expect(conv, block, conv.outputs[0], "int32", "output", 4)
+    expect_tensor(conv, block, conv.inputs[2], "int32", "bias", 1)
+    acc = expect_tensor(conv, block, conv.outputs[0], "int32", "output", 4)
     acc_type = conv.attrs.get("acc_type")
     if acc_type not in (None, "INT32", "int32"):
         raise unsupported(conv, f"acc_type {acc_type}; the NPU accumulates in int32")
     input_zp = scalar_input(conv, block, 3, "input_zp")
     weight_zp = scalar_input(conv, block, 4, "weight_zp")
-    pad = _ints(conv, "pad", 4)
-    stride = _ints(conv, "stride", 2)
-    dilation = _ints(conv, "dilation", 2)
+    pad = int_attrs(conv, "pad", 4)
+    stride = int_attrs(conv, "stride", 2)
+    dilation = int_attrs(conv, "dilation", 2)
     _check_conv(conv, x.shape, weights.shape, bias.shape, acc.shape, pad, stride, dilation, input_zp, weight_zp)
     oc = weights.shape[0]
     bias = np.broadcast_to(bias.astype(np.int64), (oc,)).astype(np.int32)
 
     multiplier, shift, scale32, double_round, output_zp = _rescale_params(rescale, block, acc.shape)
-    out = _expect(rescale, block, rescale.outputs[0], "int8", "output")
+    out = expect_tensor(rescale, block, rescale.outputs[0], "int8", "output")
     if tuple(out.shape) != tuple(acc.shape):
         raise invalid(rescale, f"output shape {out.shape} differs from input shape {acc.shape}")
     lo, hi = INT8_MIN, INT8_MAX
@@ -195,7 +126,7 @@ def _check_conv(op, x_shape, w_shape, b_shape, o_shape, pad, stride, dilation, i
 
 def _rescale_params(op: Operator, block: Block, shape):
     """(multiplier, shift, scale32, double_round, output_zp) of a RESCALE int32 -> int8."""
-    _expect(op, block, op.inputs[0], "int32", "input")
+    expect_tensor(op, block, op.inputs[0], "int32", "input")
     if op.attrs.get("input_unsigned") or op.attrs.get("output_unsigned"):
         raise unsupported(op, "unsigned RESCALE is not supported after a CONV2D")
     scale32 = bool(op.attrs.get("scale32", False))
@@ -231,8 +162,8 @@ def _rescale_params(op: Operator, block: Block, shape):
 
 
 def _clamp_range(op: Operator, block: Block, shape) -> tuple[int, int]:
-    _expect(op, block, op.inputs[0], "int8", "input")
-    out = _expect(op, block, op.outputs[0], "int8", "output")
+    expect_tensor(op, block, op.inputs[0], "int8", "input")
+    out = expect_tensor(op, block, op.outputs[0], "int8", "output")
     if tuple(out.shape) != tuple(shape):
         raise invalid(op, f"output shape {out.shape} differs from input shape {shape}")
     keys = ("min_val", "max_val") if "min_val" in op.attrs else ("min_int", "max_int")

@@ -24,7 +24,7 @@ from compiler.core.ops import Op, new_op
 from compiler.core.dma import Window, fill_name, load_window
 from compiler.kinds.conv.fully_connected import FcPlan, lower_fc
 from compiler.program.memplan import ExtPlan
-from compiler.kinds.conv.tiling import ConvPlan
+from compiler.kinds.conv.plan import ConvPlan
 from compiler.kinds.conv.weights import PARAM_ROWS
 
 

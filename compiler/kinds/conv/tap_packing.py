@@ -27,8 +27,8 @@ import numpy as np
 from isa.config import NpuConfig
 
 from compiler.core.ir import ConvLayer
-from compiler.dataflow import Dataflow, Ref, Root
-from compiler.kinds.conv.tiling import ceil_div
+from compiler.core.dataflow import Dataflow, Ref, Root
+from compiler.core.views import ceil_div
 
 IDENTITY_SHIFT = 30          # multiplier 2**30, shift 30: (v * 2**30 + 2**29) >> 30 == v
 

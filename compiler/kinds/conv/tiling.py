@@ -24,121 +24,21 @@ whole program fits the instruction memory (:func:`choose_plans`).  A layer that 
 from __future__ import annotations
 
 import math
-from collections import Counter
-from dataclasses import dataclass, field
 
 from isa.config import NpuConfig
-from isa.instructions import INSTR_BYTES, LEN_BITS
+from isa.instructions import INSTR_BYTES
 from tosa_ir.errors import Unsupported
 
 from compiler.core.costmodel import ACT_OVERHEAD, MXU_DRAIN
 from compiler.core.ir import ConvLayer
+from compiler.core.ops import MAX_LEN
+from compiler.core.views import ceil_div
+from compiler.kinds.conv.fully_connected import fc_plan
+from compiler.kinds.conv.plan import PARAM_ROWS, ConvPlan
 
-MAX_LEN = (1 << LEN_BITS) - 1          # n0, n1, count, len* fields
 MAX_RING = 4                            # ACC and output slots beyond this buy nothing
-PARAM_ROWS = 3                          # PSRAM rows per output-channel block
 # (input slots, output slots, ACC slots) tried, most overlap first.
 BUFFER_MODES = ((2, 2, 2), (1, 2, 2), (1, 1, 1))
-
-
-def ceil_div(a: int, b: int) -> int:
-    return -(-a // b)
-
-
-@dataclass(frozen=True)
-class Tile:
-    """One output tile: image ``n``, rows ``oy..oy+th-1``, columns ``ox..ox+tw-1``."""
-
-    n: int
-    oy: int
-    th: int
-    ox: int
-    tw: int
-
-
-@dataclass(frozen=True)
-class ReductionGroup:
-    """Input-channel blocks ``cb0..cb0+ncb-1`` x kernel taps ``tap0..tap0+ntap-1``."""
-
-    cb0: int
-    ncb: int
-    tap0: int
-    ntap: int
-
-
-@dataclass
-class ConvPlan:
-    """How one ConvLayer is tiled and where its buffers sit in the scratchpads (in rows)."""
-
-    layer: ConvLayer
-    lanes: int
-    cbi: int                  # input-channel blocks
-    cbo: int                  # output-channel blocks
-    row_step: int
-    th: int
-    tw: int
-    cg: int                   # input-channel blocks per reduction group
-    tg: int                   # kernel taps per reduction group
-    og: int                   # output-channel blocks per weight group
-    in_slots: int
-    out_slots: int
-    acc_slots: int
-    w_slots: int
-    order: str = "weights_outer"   # or "tiles_outer"
-    in_slot_rows: int = 0
-    w_slot_rows: int = 0
-    asram_out_base: int = 0
-    estimate: dict = field(default_factory=dict)
-
-    @property
-    def taps(self) -> int:
-        kh, kw = self.layer.kernel
-        return kh * kw
-
-    def reduction_groups(self) -> list[ReductionGroup]:
-        return [ReductionGroup(cb0, min(self.cg, self.cbi - cb0), tap0, min(self.tg, self.taps - tap0))
-                for cb0 in range(0, self.cbi, self.cg) for tap0 in range(0, self.taps, self.tg)]
-
-    @property
-    def groups(self) -> int:
-        return ceil_div(self.cbi, self.cg) * ceil_div(self.taps, self.tg)
-
-    @property
-    def ogroups(self) -> int:
-        return ceil_div(self.cbo, self.og)
-
-    def in_rows(self, th: int) -> int:
-        """ASRAM rows per input-channel block of the window of ``th`` output rows."""
-        (sy, _), (dy, _) = self.layer.stride, self.layer.dilation
-        kh, _ = self.layer.kernel
-        return ((th - 1) * sy + (kh - 1) * dy) // self.row_step + 1
-
-    def in_cols(self, tw: int) -> int:
-        (_, sx), (_, dx) = self.layer.stride, self.layer.dilation
-        _, kw = self.layer.kernel
-        return (tw - 1) * sx + (kw - 1) * dx + 1
-
-    def tiles(self) -> list[Tile]:
-        n, oh, ow, _ = self.layer.out_shape
-        return [Tile(b, oy, min(self.th, oh - oy), ox, min(self.tw, ow - ox))
-                for b in range(n) for oy in range(0, oh, self.th) for ox in range(0, ow, self.tw)]
-
-    def tile_shapes(self) -> Counter:
-        """How many tiles of each (th, tw), without listing them."""
-        n, oh, ow, _ = self.layer.out_shape
-        shapes: Counter = Counter()
-        for h, nh in ((self.th, oh // self.th), (oh % self.th, 1)):
-            for w, nw in ((self.tw, ow // self.tw), (ow % self.tw, 1)):
-                if h and w and nh and nw:
-                    shapes[(h, w)] += n * nh * nw
-        return shapes
-
-    def describe(self) -> str:
-        tiles = sum(self.tile_shapes().values())
-        return (f"tile {self.th}x{self.tw} ({tiles} tiles), reduction groups {self.groups} "
-                f"({self.cg} cin blocks x {self.tg} taps), cout groups {self.ogroups}x{self.og}, "
-                f"slots in/out/acc/w {self.in_slots}/{self.out_slots}/{self.acc_slots}/{self.w_slots}, "
-                f"row step {self.row_step}, {self.order}")
 
 
 def plan_conv(layer: ConvLayer, config: NpuConfig) -> ConvPlan:
@@ -155,8 +55,6 @@ def plan_candidates(layer: ConvLayer, config: NpuConfig, streaming: bool = True)
     emitted by the lowering; ``streaming=False`` for straight-line programs).
     """
     if streaming:
-        from compiler.kinds.conv.fully_connected import fc_plan   # (it imports this module)
-
         plan = fc_plan(layer, config)
         if plan is not None:
             return [plan]

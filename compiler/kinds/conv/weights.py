@@ -18,7 +18,8 @@ import numpy as np
 from isa.config import NpuConfig
 
 from compiler.core.ir import ConvLayer
-from compiler.kinds.conv.tiling import PARAM_ROWS, ceil_div
+from compiler.core.views import ceil_div
+from compiler.kinds.conv.plan import PARAM_ROWS
 
 
 def pack_weights(layer: ConvLayer, config: NpuConfig) -> bytes:

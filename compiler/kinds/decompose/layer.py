@@ -21,7 +21,7 @@ compiler/dataflow.py): data-dependent selection becomes compare, select and redu
 
 Every intermediate is a rows tensor of its own; a reduction longer than one VPOOL window
 (255 elements: K of GATHER, W of SCATTER, a long ARGMAX axis) is split in two
-(compiler/kinds/reduce/split.py).
+(compiler/kinds/decompose/reduce_split.py).
 """
 from __future__ import annotations
 
@@ -31,10 +31,17 @@ from isa.instructions import ValuOp, VecType
 from tosa_ir import Operator
 from tosa_ir.graph import numpy_dtype
 
-from compiler.kinds.elementwise.layer import VEC_TYPES, EltLayer, Step
-from compiler.kinds.conv.fusion import invalid, unsupported
-from compiler.kinds.movement.layer import MoveLayer, _reshape_parts, row_strides
-from compiler.kinds.reduce.layer import WINDOW_MAX, ReduceLayer
+from compiler.kinds.elementwise.layer import EltLayer, Step, VEC_TYPES, _scalar
+from compiler.core.errors import invalid, unsupported
+from compiler.kinds.movement.layer import MoveLayer, _reshape_parts, gather_axis_layer, row_strides
+from compiler.kinds.reduce.layer import REDUCE_OPS, WINDOW_MAX, ReduceLayer
+from compiler.kinds.movement.brick_rows import brick_rows_layer, rows_copy
+from compiler.core.views import BrickView, dense_strides, shape4
+from compiler.kinds.decompose.reduce_split import split_reduce
+from compiler.core.dataflow import Ref
+from compiler.kinds.matmul.layer import matmul
+from compiler.kinds.movement.params import ints, operand
+from compiler.kinds.mxu_conv.resize_wide import bilinear_int16
 
 DECOMPOSED_OPS = ("ARGMAX", "GATHER", "SCATTER", "MATMUL", "RESIZE")
 LOWEST = {"int8": -128, "int16": -32768, "int32": -(1 << 31)}
@@ -45,19 +52,19 @@ class _Builder:
 
     def __init__(self, walk, op: Operator):
         self.walk, self.op = walk, op
-        self.base = walk._name(op.op.lower())
+        self.base = walk.new_name(op.op.lower())
         self.count = 0
 
     def tmp(self, shape, dtype: str) -> str:
         name = f"{self.base}.t{self.count}"
         self.count += 1
-        return self.walk._root(name, tuple(shape), "computed", layout="rows", dtype=dtype)
+        return self.walk.new_root(name, tuple(shape), "computed", layout="rows", dtype=dtype)
 
     def const(self, data: np.ndarray, dtype: str) -> str:
         name = f"{self.base}.c{self.count}"
         self.count += 1
         data = np.asarray(data).astype(numpy_dtype(dtype))
-        return self.walk._root(name, data.shape, "const", layout="rows", dtype=dtype, data=data)
+        return self.walk.new_root(name, data.shape, "const", layout="rows", dtype=dtype, data=data)
 
     def shape(self, t: str) -> tuple[int, ...]:
         return tuple(self.walk.flow.shapes[t])
@@ -79,8 +86,6 @@ class _Builder:
     def reduce(self, x: str, axis: int, mode: str, dtype: VecType, out_dtype: str) -> str:
         shape = self.shape(x)
         if shape[axis] > WINDOW_MAX:
-            from compiler.kinds.reduce.split import split_reduce     # (it imports this module)
-
             return split_reduce(self, x, axis, mode, dtype, out_dtype)
         out = self.tmp(tuple(1 if i == axis else d for i, d in enumerate(shape)), out_dtype)
         self.layer(ReduceLayer(f"{self.base}.l{self.count}", x, out, shape, axis, mode, dtype))
@@ -88,16 +93,14 @@ class _Builder:
 
     def reshape(self, x: str, shape, dtype: str, name: str | None = None) -> str:
         """``x`` as ``shape``: a view when the rows bytes coincide, else an element copy."""
-        from compiler.dataflow import Ref
-
         before, after = self.shape(x) or (1,), tuple(shape) or (1,)
         lanes = self.walk.lanes
         target = name or f"{self.base}.t{self.count}"
         self.count += 1
         if before[-1] == after[-1] or (before[-1] % lanes == 0 and after[-1] % lanes == 0):
-            self.walk._alias(target, Ref(x), tuple(shape))
+            self.walk.alias(target, Ref(x), tuple(shape))
             return target
-        self.walk._root(target, tuple(shape), "computed", layout="rows", dtype=dtype)
+        self.walk.new_root(target, tuple(shape), "computed", layout="rows", dtype=dtype)
         size = numpy_dtype(dtype).itemsize
         parts = _reshape_parts(before, after, row_strides(before, size, lanes), row_strides(after, size, lanes),
                                size)
@@ -113,7 +116,7 @@ def decompose(walk, op: Operator) -> None:
     if any(d < 0 for d in out.shape):
         raise unsupported(op, "unknown dimensions")
     if op.op == "ARGMAX":
-        x = walk._require_vec(op, op.inputs[0])
+        x = walk.require_vec(op, op.inputs[0])
         xt = block.tensor(op.inputs[0])
         axis = int(op.attrs.get("axis", 0))
         if xt.dtype not in LOWEST:
@@ -134,8 +137,6 @@ def decompose(walk, op: Operator) -> None:
         b.reshape(idx, tuple(out.shape), "int32", name=op.outputs[0])
         return
     if op.op == "MATMUL":
-        from compiler.kinds.matmul.layer import matmul
-
         if not matmul(b, op):       # on the MAC array (kinds/matmul/layer.py) unless an operand is bricks
             _matmul(b, op)
         return
@@ -143,7 +144,7 @@ def decompose(walk, op: Operator) -> None:
         _resize(b, op)
         return
     if op.op == "GATHER":
-        values, indices = (walk._require_vec(op, t) for t in op.inputs[:2])
+        values, indices = (walk.require_vec(op, t) for t in op.inputs[:2])
         vt, n, k, c, w = _index_shapes(op, block)
         t = VEC_TYPES[vt.dtype]
         _, sel = _select_at_index(b, indices, values, (n, 1, k, c), vt.dtype, (n, w, k, c))
@@ -151,7 +152,7 @@ def decompose(walk, op: Operator) -> None:
         b.reshape(red, (n, w, c), vt.dtype, name=op.outputs[0])
         return
     # SCATTER
-    values_in, indices, source = (walk._require_vec(op, t) for t in op.inputs[:3])
+    values_in, indices, source = (walk.require_vec(op, t) for t in op.inputs[:3])
     vt, n, k, c, w = _index_shapes(op, block)
     t = VEC_TYPES[vt.dtype]
     eq, sel = _select_at_index(b, indices, source, (n, w, 1, c), vt.dtype, (n, w, k, c))
@@ -189,8 +190,6 @@ def _select_at_index(b: _Builder, indices: str, data: str, data_shape: tuple, dt
 
 
 def _matmul(b: _Builder, op: Operator) -> None:
-    from compiler.kinds.elementwise.layer import _scalar
-
     block = b.walk.block
     at, bt = block.tensor(op.inputs[0]), block.tensor(op.inputs[1])
     if at.dtype != "int8" or bt.dtype != "int8":
@@ -201,7 +200,7 @@ def _matmul(b: _Builder, op: Operator) -> None:
         raise unsupported(op, f"C = {c}: one VPOOL window sums at most {WINDOW_MAX} products")
     azp = _scalar(op, block, 2, ("A_zp", "a_zp"), 0)
     bzp = _scalar(op, block, 3, ("B_zp", "b_zp"), 0)
-    x, y = (b.walk._require_vec(op, t) for t in op.inputs[:2])
+    x, y = (b.walk.require_vec(op, t) for t in op.inputs[:2])
     a4 = b.reshape(x, (n, h, c, 1), "int8")
     b4 = b.reshape(y, (n, 1, c, w), "int8")
     wide = []
@@ -218,9 +217,6 @@ def _matmul(b: _Builder, op: Operator) -> None:
 
 
 def _resize(b: _Builder, op: Operator) -> None:
-    from compiler.kinds.movement.params import ints, operand
-    from compiler.kinds.movement.layer import gather_axis_layer
-
     block = b.walk.block
     xt, yt = block.tensor(op.inputs[0]), block.tensor(op.outputs[0])
     mode = op.attrs.get("mode")
@@ -245,14 +241,14 @@ def _resize(b: _Builder, op: Operator) -> None:
 
     iy0, iy1, dy = axis(oh, sy_n, sy_d, off_y, ih)
     ix0, ix1, dx = axis(ow, sx_n, sx_d, off_x, iw)
-    x = b.walk._require_vec(op, op.inputs[0])
+    x = b.walk.require_vec(op, op.inputs[0])
 
     def gather(src, shape, ax, index, dst=None):
         out_shape = tuple(len(index) if k == ax else d for k, d in enumerate(shape))
         if dst is None:
             dst = b.tmp(out_shape, xt.dtype)
         else:
-            b.walk._root(dst, out_shape, "computed", layout="rows", dtype=xt.dtype)
+            b.walk.new_root(dst, out_shape, "computed", layout="rows", dtype=xt.dtype)
         b.layer(gather_axis_layer(f"{b.base}.l{b.count}", src, dst, shape, ax, index, xt.dtype, b.walk.lanes,
                                   [], ""))
         b.count += 1
@@ -265,8 +261,6 @@ def _resize(b: _Builder, op: Operator) -> None:
         gather(rows, (n, oh, iw, c), 2, ix, dst=op.outputs[0])
         return
     if xt.dtype == "int16":
-        from compiler.kinds.mxu_conv.resize_wide import bilinear_int16
-
         bilinear_int16(b, op, gather, x, (n, ih, iw, c), (oh, ow), (iy0, iy1, dy, sy_n, sy_d),
                        (ix0, ix1, dx, sx_n, sx_d))
         return
@@ -285,6 +279,31 @@ def _resize(b: _Builder, op: Operator) -> None:
                       Step("VALU", {"op": ValuOp.MUL, "dtype": VecType.INT32, "imm0": 0}, ("w", f"in{k + 1}"), "p"),
                       Step("VALU", {"op": ValuOp.ADD if k else ValuOp.COPY, "dtype": VecType.INT32},
                            ("out", "p") if k else ("p",), "out")]
-    b.walk._root(op.outputs[0], (n, oh, ow, c), "computed", layout="rows", dtype="int32")
+    b.walk.new_root(op.outputs[0], (n, oh, ow, c), "computed", layout="rows", dtype="int32")
     b.layer(EltLayer(f"{b.base}.l{b.count}", inputs, op.outputs[0], (n, oh, ow, c), types,
                      {"w": "ASRAM", "p": "ASRAM"}, steps, params=np.array([[1], [0]], np.int64)))
+
+
+def reduce_long(walk, op: Operator) -> bool:
+    """Lower the REDUCE_* ``op`` by splitting when its axis is longer than one window; False
+    (nothing done) otherwise, leaving checks and errors to compiler/kinds/reduce/layer.py."""
+    xt = walk.block.tensor(op.inputs[0])
+    axis = op.attrs.get("axis")
+    if xt.dtype not in VEC_TYPES or axis is None or not 0 <= int(axis) < len(xt.shape) or \
+            any(d < 0 for d in xt.shape) or xt.shape[int(axis)] <= WINDOW_MAX:
+        return False
+    b = _Builder(walk, op)
+    # The split views the input in the rows layout: a brick input is copied there first.
+    x = walk.require_vec(op, op.inputs[0]) if walk.is_rows(op.inputs[0]) else rows_copy(walk, op, op.inputs[0])
+    r = split_reduce(b, x, int(axis), REDUCE_OPS[op.op], VEC_TYPES[xt.dtype], xt.dtype)
+    y = op.outputs[0]
+    shape = tuple(walk.block.tensor(y).shape)
+    s4 = shape4(shape)
+    if xt.dtype == "int8" and s4 is not None and walk.needs_brick(y):
+        # A brick reader (convolution, pool): the result copied into bricks.
+        walk.new_root(y, s4, "computed")
+        b.layer(brick_rows_layer(f"{b.base}.l{b.count}", y, r, BrickView(y, 0, s4, dense_strides(s4, walk.lanes),
+                                                                        walk.lanes), False, [], ""))
+        return True
+    walk.alias(y, Ref(r), shape)
+    return True

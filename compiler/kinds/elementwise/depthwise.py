@@ -27,7 +27,8 @@ from isa.instructions import ValuOp, VecType
 from tosa_ir import Block, Operator
 
 from compiler.kinds.elementwise.layer import EltLayer, Step, _unit_params
-from compiler.kinds.conv.fusion import _ints, invalid, scalar_input, unsupported
+from compiler.core.errors import invalid, unsupported
+from compiler.core.operands import int_attrs, scalar_input
 
 
 def depthwise_layer(op: Operator, block: Block, name: str):
@@ -43,7 +44,7 @@ def depthwise_layer(op: Operator, block: Block, name: str):
         raise unsupported(op, "weights and bias must be constant tensors")
     izp = scalar_input(op, block, 3, "input_zp")
     wzp = scalar_input(op, block, 4, "weight_zp")
-    pad, stride, dil = _ints(op, "pad", 4), _ints(op, "stride", 2), _ints(op, "dilation", 2)
+    pad, stride, dil = int_attrs(op, "pad", 4), int_attrs(op, "stride", 2), int_attrs(op, "dilation", 2)
     if any(d < 0 for d in x.shape + y.shape):
         raise unsupported(op, "unknown dimensions")
     n, ih, iw, c = x.shape

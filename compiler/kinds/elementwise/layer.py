@@ -36,7 +36,7 @@ from tosa_ir import Block, Operator
 from tosa_ir.errors import Unsupported
 
 from compiler.core.ir import MultiInputLayer
-from compiler.kinds.conv.fusion import invalid, unsupported
+from compiler.core.errors import invalid, unsupported
 
 BINARY = {
     "ADD": ValuOp.ADD, "SUB": ValuOp.SUB, "MUL": ValuOp.MUL,

@@ -45,7 +45,7 @@ from tosa_ir.graph import numpy_dtype
 from compiler.core.ops import Op, new_op
 from compiler.kinds.elementwise.layer import EltLayer
 from compiler.program.memplan import ExtPlan
-from compiler.kinds.conv.tiling import MAX_LEN
+from compiler.core.ops import MAX_LEN
 from compiler.core.views import ceil_div
 
 VEC_ROWS = 1 << 16     # vector operands address the first 2**16 rows

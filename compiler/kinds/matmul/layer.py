@@ -29,8 +29,8 @@ from isa.instructions import ValuOp, VecType
 from tosa_ir import Operator
 
 from compiler.core.ir import Layer
-from compiler.kinds.elementwise.layer import EltLayer, Step
-from compiler.kinds.conv.fusion import invalid, unsupported
+from compiler.kinds.elementwise.layer import EltLayer, Step, _scalar
+from compiler.core.errors import invalid, unsupported
 
 
 @dataclass
@@ -64,8 +64,6 @@ class MatmulLayer(Layer):
 def matmul(b, op: Operator) -> bool:
     """Add the layers of MATMUL ``op`` to the dataflow walk (``b``: decompose's _Builder);
     False (nothing added) when an operand is an int8 brick tensor."""
-    from compiler.kinds.elementwise.layer import _scalar
-
     walk = b.walk
     block = walk.block
     at, bt = block.tensor(op.inputs[0]), block.tensor(op.inputs[1])
@@ -85,10 +83,10 @@ def matmul(b, op: Operator) -> bool:
     wide = at.dtype == "int16"
     if wide and (azp or bzp):
         raise invalid(op, f"zero points {azp}, {bzp} of int16 MATMUL must be 0")
-    x, y = (walk._require_vec(op, t) for t in op.inputs[:2])
+    x, y = (walk.require_vec(op, t) for t in op.inputs[:2])
     if any(walk.flow.root_of(name).layout != "rows" for name in (x, y)):
         return False        # int8 brick operands: the vector-unit decomposition (decompose.py)
-    layer = MatmulLayer(walk._name("matmul"), x, y, op.outputs[0], (n, h, c, w), wide, azp, bzp,
+    layer = MatmulLayer(walk.new_name("matmul"), x, y, op.outputs[0], (n, h, c, w), wide, azp, bzp,
                         ops=[op.describe()], location=op.location)
     if wide:
         # The weight bytes as int8 tensors (word-mode DMA loads their tiles at full rate):
@@ -103,6 +101,6 @@ def matmul(b, op: Operator) -> bool:
                              {"in0": VecType.INT16, "in1": VecType.INT16, "x": VecType.INT8, "out": VecType.INT8},
                              {"x": "ACC"}, steps))
             setattr(layer, attr, out8)
-    walk._root(op.outputs[0], (n, h, w), "computed", layout="rows", dtype=out.dtype)
+    walk.new_root(op.outputs[0], (n, h, w), "computed", layout="rows", dtype=out.dtype)
     walk.flow.layers.append(layer)
     return True

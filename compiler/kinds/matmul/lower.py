@@ -28,7 +28,7 @@ from compiler.core.ops import Op, new_op
 from compiler.kinds.elementwise.lower import VEC_ROWS, tensor_array
 from compiler.kinds.matmul.layer import MatmulLayer
 from compiler.program.memplan import ExtPlan
-from compiler.kinds.conv.tiling import MAX_LEN
+from compiler.core.ops import MAX_LEN
 from compiler.core.views import ceil_div
 
 # PSRAM rows of the int48 combination's shift amounts (lane 0 broadcast).

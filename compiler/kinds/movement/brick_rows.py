@@ -28,6 +28,7 @@ from tosa_ir import Operator
 
 from compiler.kinds.movement.layer import MoveLayer, Part, move_layer, row_strides
 from compiler.core.views import BrickView, ceil_div, dense_strides, shape4
+from compiler.core.dataflow import Ref
 
 
 def brick_rows_layer(name: str, brick: str, rows: str, view: BrickView, to_rows: bool, ops: list[str],
@@ -54,11 +55,11 @@ def brick_rows_layer(name: str, brick: str, rows: str, view: BrickView, to_rows:
 def rows_copy(walk, op: Operator, x: str, desc: list[str] | None = None) -> str:
     """The name of a rows copy of the int8 brick tensor ``x`` (made once per tensor)."""
     flow = walk.flow
-    src = walk._require(op, x)
+    src = walk.require(op, x)
     name = f"{x}@rows"
     if name not in flow.refs:
-        walk._root(name, tuple(walk.block.tensor(x).shape), "computed", layout="rows", dtype="int8")
-        flow.layers.append(brick_rows_layer(walk._name("move"), src, name, flow.view(src), True,
+        walk.new_root(name, tuple(walk.block.tensor(x).shape), "computed", layout="rows", dtype="int8")
+        flow.layers.append(brick_rows_layer(walk.new_name("move"), src, name, flow.view(src), True,
                                             desc or [op.describe()], op.location))
     return name
 
@@ -71,10 +72,8 @@ def _brick_reader(walk, name: str) -> bool:
     """True if a reader of ``name`` needs bricks.  Unlike the dataflow pass's rule, a chain of
     one-input movement stays in the rows layout when nothing after it needs bricks (no
     copies back and forth); CONCAT readers keep bricks (their inputs share one layout)."""
-    from compiler.dataflow import ROWS_OPS
-
     for user in walk.consumers.get(name, []):
-        if user.op in ROWS_OPS:
+        if user.op in walk.rows_ops:
             continue
         if user.op in _ROWS_MOVES and user.inputs[0] == name and not any(_brick_reader(walk, y)
                                                                          for y in user.outputs):
@@ -90,8 +89,8 @@ def move_via_rows(walk, op: Operator, why: str) -> None:
     block, flow, lanes = walk.block, walk.flow, walk.lanes
     desc = [f"{op.describe()} ({why}: through the rows layout)"]
     rows_of: dict[str, str] = {}
-    for x in dict.fromkeys(walk._data_inputs(op)):
-        rows_of[x] = walk._require_vec(op, x) if walk._is_rows(x) else rows_copy(walk, op, x, desc)
+    for x in dict.fromkeys(walk.data_inputs(op)):
+        rows_of[x] = walk.require_vec(op, x) if walk.is_rows(x) else rows_copy(walk, op, x, desc)
     out = op.outputs[0]
     out_t = block.tensor(out)
     out_shape = tuple(out_t.shape)
@@ -102,17 +101,16 @@ def move_via_rows(walk, op: Operator, why: str) -> None:
     before, after = tuple(block.tensor(op.inputs[0]).shape) or (1,), out_shape or (1,)
     if op.op == "RESHAPE" and (before[-1] == after[-1] or (before[-1] % lanes == 0 and after[-1] % lanes == 0)):
         # The rows' bytes coincide: a view of the rows copy.
-        from compiler.dataflow import Ref      # (dataflow imports this module)
-        walk._alias(target, Ref(x0), out_shape)
+        walk.alias(target, Ref(x0), out_shape)
     else:
-        layer = move_layer(op, block, walk._name("move"), lanes)
+        layer = move_layer(op, block, walk.new_name("move"), lanes)
         layer.inputs = [rows_of[t] for t in layer.inputs]
         layer.output = target
         layer.ops = desc
-        walk._root(target, out_shape, "computed", layout="rows", dtype=out_t.dtype)
+        walk.new_root(target, out_shape, "computed", layout="rows", dtype=out_t.dtype)
         flow.layers.append(layer)
     if bricks:
-        walk._root(out, s4, "computed")
-        flow.layers.append(brick_rows_layer(walk._name("move"), out, target,
+        walk.new_root(out, s4, "computed")
+        flow.layers.append(brick_rows_layer(walk.new_name("move"), out, target,
                                             BrickView(out, 0, s4, dense_strides(s4, lanes), lanes), False,
                                             desc, op.location))

@@ -25,7 +25,7 @@ from compiler.core.ir import CopyLayer
 from compiler.core.ops import Op, new_op
 from compiler.core.dma import Window, fill, fill_name, load_window
 from compiler.program.memplan import ExtPlan
-from compiler.kinds.conv.tiling import MAX_LEN
+from compiler.core.ops import MAX_LEN
 from compiler.core.views import BrickView
 
 Axis = tuple[int, int, int]    # (count, source stride, destination stride) in bytes

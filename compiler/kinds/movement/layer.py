@@ -33,7 +33,7 @@ import numpy as np
 from tosa_ir import Block, Operator
 from tosa_ir.graph import numpy_dtype
 
-from compiler.kinds.conv.fusion import invalid, unsupported
+from compiler.core.errors import invalid, unsupported
 from compiler.kinds.movement.params import ints, operand
 
 MOVE_OPS = ("TRANSPOSE", "SLICE", "REVERSE", "TILE", "PAD", "CONCAT", "RESHAPE")

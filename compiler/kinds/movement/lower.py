@@ -21,10 +21,10 @@ from isa.config import NpuConfig
 from isa.instructions import BY_NAME, Sram
 
 from compiler.core.ops import Op, new_op
-from compiler.kinds.elementwise.lower import VEC_ROWS
+from compiler.kinds.elementwise.lower import EltPlan, VEC_ROWS
 from compiler.program.memplan import ExtPlan
 from compiler.kinds.movement.layer import MoveLayer
-from compiler.kinds.conv.tiling import MAX_LEN
+from compiler.core.ops import MAX_LEN
 
 
 LEN0_MAX = min(next(f for f in BY_NAME[name].fields if f.name == "len0").max
@@ -56,8 +56,6 @@ def _whole_words(bus: int, *values: int) -> bool:
 
 
 def lower_moves(layer: MoveLayer, flow, ext: ExtPlan, config: NpuConfig, index: int):
-    from compiler.kinds.elementwise.lower import EltPlan
-
     bus = config.bus_bytes
     e = layer.itemsize
     budget = min(config.asram_rows, VEC_ROWS, MAX_LEN) // 2

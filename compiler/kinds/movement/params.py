@@ -15,7 +15,8 @@ from tosa_ir import Block, Operator
 from tosa_ir.errors import TosaError
 from tosa_ir.graph import INT_RANGES
 
-from compiler.kinds.conv.fusion import const_input, invalid, unsupported
+from compiler.core.errors import invalid, unsupported
+from compiler.core.operands import const_input
 from compiler.core.views import axis4, shape4
 
 MOVEMENT_OPS = ("RESHAPE", "TRANSPOSE", "SLICE", "PAD", "CONCAT", "IDENTITY")

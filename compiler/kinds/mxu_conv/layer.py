@@ -29,7 +29,9 @@ from isa.instructions import VecType
 from tosa_ir import Block, Operator
 
 from compiler.core.ir import SingleTensorLayer
-from compiler.kinds.conv.fusion import _ints, invalid, scalar_input, unsupported
+from compiler.core.errors import invalid, unsupported
+from compiler.core.operands import int_attrs, scalar_input
+from compiler.kinds.elementwise.layer import elementwise_layer
 
 MXU_CONV_OPS = ("CONV2D", "CONV3D", "TRANSPOSE_CONV2D", "FULLY_CONNECTED", "DEPTHWISE_CONV2D")
 
@@ -121,7 +123,7 @@ def mxu_conv_layer(op: Operator, block: Block, name: str) -> MxuConvLayer:
         weights = wt.T[None, None, None]
         ys, xs, depth = _conv_axis(1, 1, 1, 0, 1), _conv_axis(rows, 1, 1, 0, 1), [[(0, 0)]]
     elif op.op == "CONV3D":
-        pad, stride, dil = _ints(op, "pad", 6), _ints(op, "stride", 3), _ints(op, "dilation", 3)
+        pad, stride, dil = int_attrs(op, "pad", 6), int_attrs(op, "stride", 3), int_attrs(op, "dilation", 3)
         n, id_, ih, iw, ic = x.shape
         _, od, oh, ow, _ = y.shape
         kd, kh, kw = wt.shape[1:4]
@@ -141,10 +143,10 @@ def mxu_conv_layer(op: Operator, block: Block, name: str) -> MxuConvLayer:
             kh, kw = wt.shape[1:3]
             weights = wt.transpose(1, 2, 3, 0)[None]               # [OC,KH,KW,IC] -> [1,KH,KW,IC,OC]
         if op.op in ("CONV2D", "DEPTHWISE_CONV2D"):
-            pad, stride, dil = _ints(op, "pad", 4), _ints(op, "stride", 2), _ints(op, "dilation", 2)
+            pad, stride, dil = int_attrs(op, "pad", 4), int_attrs(op, "stride", 2), int_attrs(op, "dilation", 2)
             ys, xs = _conv_axis(oh, stride[0], dil[0], pad[0], kh), _conv_axis(ow, stride[1], dil[1], pad[2], kw)
         else:
-            out_pad, stride = _ints(op, "out_pad", 4), _ints(op, "stride", 2)
+            out_pad, stride = int_attrs(op, "out_pad", 4), int_attrs(op, "stride", 2)
             ys, xs = _transpose_axis(oh, stride[0], out_pad[0], kh), _transpose_axis(ow, stride[1], out_pad[2], kw)
     if weights.shape[3] != ic or weights.shape[4] != oc:
         raise invalid(op, f"weights {list(w.shape)} do not match input channels {ic} and output channels {oc}")
@@ -171,12 +173,10 @@ def _diagonal(op: Operator, wt: np.ndarray, ic: int, oc: int, wzp: int) -> np.nd
 def mxu_conv(walk, op: Operator) -> None:
     """Add the layer of ``op`` to the dataflow walk (compiler/dataflow.py): any input
     with a view (bricks or rows), the output a rows tensor."""
-    layer = mxu_conv_layer(op, walk.block, walk._name("mxconv"))
-    layer.input = walk._require_vec(op, layer.input)
+    layer = mxu_conv_layer(op, walk.block, walk.new_name("mxconv"))
+    layer.input = walk.require_vec(op, layer.input)
     rescale = _fusable_rescale(walk, op)
     if rescale is not None:
-        from compiler.kinds.elementwise.layer import elementwise_layer
-
         elt = elementwise_layer(rescale, walk.block, layer.name)
         oc = layer.out_shape[-1]
         layer.rescale = dict(elt.steps[0].fields)
@@ -185,10 +185,10 @@ def mxu_conv(walk, op: Operator) -> None:
         layer.output = rescale.outputs[0]
         layer.ops.append(rescale.describe())
         walk.done.add(id(rescale))
-        walk._vector_output(layer.output)       # rows, or bricks for an int8 conv reading it
+        walk.vector_output(layer.output)       # rows, or bricks for an int8 conv reading it
     else:
         out = walk.block.tensor(op.outputs[0])
-        walk._root(op.outputs[0], tuple(out.shape), "computed", layout="rows", dtype=out.dtype)
+        walk.new_root(op.outputs[0], tuple(out.shape), "computed", layout="rows", dtype=out.dtype)
     walk.flow.layers.append(layer)
 
 
@@ -200,7 +200,6 @@ def _fusable_rescale(walk, op: Operator) -> Operator | None:
     if len(users) != 1 or users[0].op != "RESCALE" or users[0].inputs[0] != name or \
             name in walk.block.outputs:
         return None
-    from compiler.kinds.elementwise.layer import elementwise_layer
 
     try:
         elt = elementwise_layer(users[0], walk.block, "probe")

@@ -45,8 +45,9 @@ from compiler.kinds.elementwise.lower import VEC_ROWS, tensor_array
 from compiler.kinds.matmul.lower import SHIFTS, _combine
 from compiler.program.memplan import ExtPlan
 from compiler.kinds.mxu_conv.layer import MxuConvLayer
-from compiler.kinds.conv.tiling import MAX_LEN
+from compiler.core.ops import MAX_LEN
 from compiler.core.views import ceil_div
+from compiler.kinds.mxu_conv.lower_loops import looped
 
 PAD_MAX = 255          # DMA pad_b1 / pad_a1
 
@@ -134,7 +135,6 @@ def lower_mxu_conv(layer: MxuConvLayer, flow, ext: ExtPlan, config: NpuConfig, i
     ops = _emit(layer, flow, ext, config, index, 2, None)
     if not loops or len(ops) <= config.imem_rows:
         return MxuConvPlan(layer, ops)
-    from compiler.kinds.mxu_conv.lower_loops import looped
 
     return MxuConvPlan(layer, looped(layer, config, ops, lambda regions, stages, marks: _emit(
         layer, flow, ext, config, index, regions, marks, stages)))

@@ -33,7 +33,7 @@ from tosa_ir.errors import Unsupported
 
 from compiler.core.ops import Op, new_op
 from compiler.program.loops import compress_loops
-from compiler.kinds.conv.fully_connected import ALL_UNITS, FixedOp
+from compiler.core.ops import ALL_UNITS, FixedOp
 from compiler.program.schedule import UNITS, dependences
 
 _INC = loop_increments()

@@ -28,7 +28,7 @@ from math import gcd
 
 import numpy as np
 
-from compiler.kinds.conv.fusion import unsupported
+from compiler.core.errors import unsupported
 from compiler.kinds.mxu_conv.layer import AxisPhase, MxuConvLayer
 
 
@@ -80,7 +80,7 @@ def bilinear_int16(b, op, gather, x: str, in_shape, out_hw, ymap, xmap) -> None:
     per_y = [AxisPhase(p, py_n, -(-(oh - p) // py_n), 2 * py_n, [(k * py_n + p, 2 * p + k) for k in range(2)])
              for p in range(py_n)]
     per_x = [AxisPhase(p, px_n, -(-(ow - p) // px_n), px_n, [(p, p)]) for p in range(px_n)]
-    b.walk._root(op.outputs[0], (n, oh, ow, c), "computed", layout="rows", dtype="int48")
+    b.walk.new_root(op.outputs[0], (n, oh, ow, c), "computed", layout="rows", dtype="int48")
     b.layer(MxuConvLayer(f"{b.base}.l{b.count}", stacked, op.outputs[0], (n, 2, 2 * oh, ow, c), (n, 1, oh, ow, c),
                          weights, np.zeros(c, np.int64), True, False, 0, wzp, per_y, per_x, [depth],
                          hi_weights=hi_weights))

@@ -13,7 +13,8 @@ from isa.instructions import BY_NAME
 from tosa_ir import Block, Operator
 
 from compiler.core.ir import SingleTensorLayer
-from compiler.kinds.conv.fusion import _expect, _ints, invalid, scalar_input, unsupported
+from compiler.core.errors import invalid, unsupported
+from compiler.core.operands import expect_tensor, int_attrs, scalar_input
 
 POOL_OPS = ("MAX_POOL2D", "AVG_POOL2D")
 KERNEL_MAX = next(f for f in BY_NAME["VPOOL"].fields if f.name == "k0").max
@@ -69,9 +70,9 @@ class PoolLayer(SingleTensorLayer):
 
 def pool_layer(op: Operator, block: Block, name: str) -> PoolLayer:
     """The checked :class:`PoolLayer` of ``op``."""
-    x = _expect(op, block, op.inputs[0], "int8", "input", 4)
-    y = _expect(op, block, op.outputs[0], "int8", "output", 4)
-    kernel, stride, pad = _ints(op, "kernel", 2), _ints(op, "stride", 2), _ints(op, "pad", 4)
+    x = expect_tensor(op, block, op.inputs[0], "int8", "input", 4)
+    y = expect_tensor(op, block, op.outputs[0], "int8", "output", 4)
+    kernel, stride, pad = int_attrs(op, "kernel", 2), int_attrs(op, "stride", 2), int_attrs(op, "pad", 4)
     if min(kernel) < 1 or min(stride) < 1 or min(pad) < 0:
         raise invalid(op, f"kernel {kernel}, stride {stride} must be >= 1 and pad {pad} >= 0")
     if max(pad[0], pad[1]) >= kernel[0] or max(pad[2], pad[3]) >= kernel[1]:

@@ -31,7 +31,7 @@ from compiler.core.ops import Op, new_op
 from compiler.core.dma import Window, fill_name, load_window
 from compiler.program.memplan import ExtPlan
 from compiler.kinds.pooling.layer import PoolLayer
-from compiler.kinds.conv.tiling import MAX_LEN
+from compiler.core.ops import MAX_LEN
 
 VEC_ROWS = 1 << 16      # vector operands address the first 2**16 rows (VEC_ADDR_BITS)
 

@@ -22,7 +22,8 @@ from sim import tosa_helpers as th
 from tosa_ir import Block, Operator
 
 from compiler.kinds.elementwise.layer import VEC_TYPES, EltLayer, Step, _unit_params
-from compiler.kinds.conv.fusion import _ints, scalar_input, unsupported
+from compiler.core.errors import unsupported
+from compiler.core.operands import int_attrs, scalar_input
 
 
 def _counts(size: int, out: int, k: int, s: int, p: int) -> np.ndarray:
@@ -35,7 +36,7 @@ def rows_pool_layer(op: Operator, block: Block, name: str) -> tuple[EltLayer, tu
     xt, yt = block.tensor(op.inputs[0]), block.tensor(op.outputs[0])
     if xt.dtype not in ("int8", "int16") or len(xt.shape) != 4 or any(d < 0 for d in xt.shape + yt.shape):
         raise unsupported(op, f"{xt.dtype} {list(xt.shape)} input; the vector unit pools int8/int16 NHWC")
-    kernel, stride, pad = _ints(op, "kernel", 2), _ints(op, "stride", 2), _ints(op, "pad", 4)
+    kernel, stride, pad = int_attrs(op, "kernel", 2), int_attrs(op, "stride", 2), int_attrs(op, "pad", 4)
     n, ih, iw, c = xt.shape
     _, oh, ow, _ = yt.shape
     t = VEC_TYPES[xt.dtype]

@@ -16,7 +16,7 @@ from tosa_ir import Block, Operator
 
 from compiler.core.ir import SingleTensorLayer
 from compiler.kinds.elementwise.layer import VEC_TYPES
-from compiler.kinds.conv.fusion import invalid, unsupported
+from compiler.core.errors import invalid, unsupported
 
 REDUCE_OPS = {"REDUCE_SUM": "sum", "REDUCE_MAX": "max", "REDUCE_MIN": "min", "REDUCE_ANY": "max",
               "REDUCE_ALL": "min"}

@@ -30,7 +30,7 @@ from compiler.core.ops import Op, new_op
 from compiler.kinds.elementwise.lower import VEC_ROWS, EltPlan, loop_nest, move_buffer, tensor_array
 from compiler.program.memplan import ExtPlan
 from compiler.kinds.reduce.layer import ReduceLayer
-from compiler.kinds.conv.tiling import MAX_LEN
+from compiler.core.ops import MAX_LEN
 
 
 def lower_reduce(layer: ReduceLayer, flow, ext: ExtPlan, config: NpuConfig, index: int) -> EltPlan:

@@ -40,8 +40,9 @@ from tosa_ir.errors import TosaUnpredictable, Unsupported
 from tosa_ir.graph import Tensor, numpy_dtype
 
 from compiler.kinds.movement.brick_rows import brick_rows_layer
-from compiler.kinds.conv.fusion import invalid, unsupported
+from compiler.core.errors import invalid, unsupported
 from compiler.kinds.movement.layer import MoveLayer, Part, row_strides
+from compiler.core.dataflow import Ref
 
 VARIABLE_OPS = ("VARIABLE", "VARIABLE_WRITE", "VARIABLE_READ")
 FOLDED_OPS = ("DIM",)
@@ -162,8 +163,6 @@ class _Var:
 
 
 def _state(walk) -> dict[int, _Var]:
-    if not hasattr(walk, "variables"):
-        walk.variables = {}
     return walk.variables
 
 
@@ -209,7 +208,7 @@ def declare(walk, op: Operator) -> None:
         initial = np.asarray(initial)
         _require(op, tuple(initial.shape) == shape, "var_shape == shape")
         data = initial.astype(numpy_dtype(dtype))
-    root = walk._root(f"@variable{uid}", shape, "const", layout="rows", dtype=dtype, data=data)
+    root = walk.new_root(f"@variable{uid}", shape, "const", layout="rows", dtype=dtype, data=data)
     state[uid] = _Var(uid, shape, dtype, root, initial is not None)
 
 
@@ -226,7 +225,7 @@ def write(walk, op: Operator) -> None:
     _require(op, tuple(x.shape) == var.shape, "variable_tensor.shape == shape")
     _require(op, x.dtype == var.dtype, "variable_tensor.type == in_t")
     if op.inputs[0] not in walk.flow.refs:
-        walk._require_vec(op, op.inputs[0])      # a constant: its own segment
+        walk.require_vec(op, op.inputs[0])      # a constant: its own segment
     var.current, var.op, var.written = op.inputs[0], op, True
 
 
@@ -237,24 +236,23 @@ def read(walk, op: Operator) -> None:
     _require(op, var.written, "variable_tensor.is_written")
     _require(op, tuple(out.shape) == var.shape, "variable_tensor.shape == shape")
     _require(op, out.dtype == var.dtype, "variable_tensor.type == out_t")
-    from compiler.dataflow import Ref      # (dataflow imports this module)
 
     y, flow = op.outputs[0], walk.flow
-    bricks = not walk._wants_rows(y)              # an int8 tensor a convolution or pool reads
+    bricks = not walk.wants_rows(y)              # an int8 tensor a convolution or pool reads
     src = var.current if var.current is not None else var.root
     if flow.root_of(src).layout == "rows" and bricks:
         s4 = tuple([1] * (4 - len(var.shape)) + list(var.shape))
-        walk._root(y, s4, "computed")
-        flow.layers.append(brick_rows_layer(walk._name("move"), y, src, flow.view(y), False,
+        walk.new_root(y, s4, "computed")
+        flow.layers.append(brick_rows_layer(walk.new_name("move"), y, src, flow.view(y), False,
                                             [op.describe()], op.location))
         return
     if var.current is None and _written_later(walk, op, var.uid):
         # The buffer changes later in the run: the read keeps its own copy.
-        walk._root(y, var.shape, "computed", layout="rows", dtype=var.dtype)
-        flow.layers.append(_rows_copy_layer(walk._name("move"), src, y, var.shape, var.dtype, walk.lanes,
+        walk.new_root(y, var.shape, "computed", layout="rows", dtype=var.dtype)
+        flow.layers.append(_rows_copy_layer(walk.new_name("move"), src, y, var.shape, var.dtype, walk.lanes,
                                             op))
         return
-    walk._alias(y, Ref(src), flow.shapes[src])
+    walk.alias(y, Ref(src), flow.shapes[src])
 
 
 def _written_later(walk, op: Operator, uid: int | str) -> bool:
@@ -283,10 +281,10 @@ def write_back(walk) -> None:
             continue
         op, src = var.op, var.current
         if flow.root_of(src).layout == "rows":
-            flow.layers.append(_rows_copy_layer(walk._name("move"), src, var.root, var.shape, var.dtype,
+            flow.layers.append(_rows_copy_layer(walk.new_name("move"), src, var.root, var.shape, var.dtype,
                                                 walk.lanes, op))
         else:
-            flow.layers.append(brick_rows_layer(walk._name("move"), src, var.root, flow.view(src), True,
+            flow.layers.append(brick_rows_layer(walk.new_name("move"), src, var.root, flow.view(src), True,
                                                 [op.describe()], op.location))
 
 

@@ -16,12 +16,10 @@ import math
 import numpy as np
 
 from isa.instructions import VecType
-from tosa_ir import Operator
 from tosa_ir.graph import numpy_dtype
 
-from compiler.kinds.elementwise.layer import VEC_TYPES
 from compiler.kinds.movement.layer import MoveLayer, Part, row_strides
-from compiler.kinds.reduce.layer import REDUCE_OPS, WINDOW_MAX
+from compiler.kinds.reduce.layer import WINDOW_MAX
 
 
 def _identity(mode: str, dtype: str) -> int:
@@ -74,33 +72,3 @@ def _pad_axis(b, x: str, shape, axis: int, length: int, value: int, dtype: str) 
     b.layer(MoveLayer(f"{b.base}.l{b.count}", [x], out, size, parts, fill))
     b.count += 1
     return out
-
-
-def reduce_long(walk, op: Operator) -> bool:
-    """Lower the REDUCE_* ``op`` by splitting when its axis is longer than one window; False
-    (nothing done) otherwise, leaving checks and errors to compiler/kinds/reduce/layer.py."""
-    from compiler.kinds.movement.brick_rows import brick_rows_layer, rows_copy
-    from compiler.dataflow import Ref
-    from compiler.kinds.decompose.layer import _Builder
-    from compiler.core.views import BrickView, dense_strides, shape4
-
-    xt = walk.block.tensor(op.inputs[0])
-    axis = op.attrs.get("axis")
-    if xt.dtype not in VEC_TYPES or axis is None or not 0 <= int(axis) < len(xt.shape) or \
-            any(d < 0 for d in xt.shape) or xt.shape[int(axis)] <= WINDOW_MAX:
-        return False
-    b = _Builder(walk, op)
-    # The split views the input in the rows layout: a brick input is copied there first.
-    x = walk._require_vec(op, op.inputs[0]) if walk._is_rows(op.inputs[0]) else rows_copy(walk, op, op.inputs[0])
-    r = split_reduce(b, x, int(axis), REDUCE_OPS[op.op], VEC_TYPES[xt.dtype], xt.dtype)
-    y = op.outputs[0]
-    shape = tuple(walk.block.tensor(y).shape)
-    s4 = shape4(shape)
-    if xt.dtype == "int8" and s4 is not None and walk._needs_brick(y):
-        # A brick reader (convolution, pool): the result copied into bricks.
-        walk._root(y, s4, "computed")
-        b.layer(brick_rows_layer(f"{b.base}.l{b.count}", y, r, BrickView(y, 0, s4, dense_strides(s4, walk.lanes),
-                                                                        walk.lanes), False, [], ""))
-        return True
-    walk._alias(y, Ref(r), shape)
-    return True
