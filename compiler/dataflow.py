@@ -51,7 +51,7 @@ from compiler.core.dataflow import Binding, Dataflow, Ref, Root
 from compiler.core.ir import ConvLayer, CopyLayer
 from compiler.kinds.movement import params as movement
 from compiler.kinds.movement.brick_rows import move_via_rows, rows_copy
-from compiler.kinds.decompose.layer import DECOMPOSED_OPS, decompose
+from compiler.kinds.decompose.layer import DECOMPOSED_OPS
 from compiler.kinds.elementwise.depthwise import depthwise_layer
 from compiler.kinds.elementwise.layer import ELEMENTWISE_OPS, check_broadcast, elementwise_layer
 from compiler.core.errors import invalid, unsupported
@@ -63,7 +63,8 @@ from compiler.kinds.pooling.layer import POOL_OPS, pool_layer
 from compiler.kinds.pooling.rows import rows_pool_layer
 from compiler.kinds.reduce.layer import REDUCE_OPS, reduce_layer
 from compiler.kinds.decompose.layer import reduce_long
-from compiler.kinds.variables.layer import FOLDED_OPS, VARIABLE_LOWERING, VARIABLE_OPS, rewrite_graph, write_back
+from compiler.kinds.variables.layer import FOLDED_OPS, VARIABLE_OPS, rewrite_graph, write_back
+from compiler.kinds.registry import SELECTORS
 from compiler.core.views import flat_compatible, same_bytes, shape4
 
 SUPPORTED_OPS = (CONST_OPS + ("CONV2D", "RESCALE", "CLAMP") + movement.MOVEMENT_OPS + POOL_OPS + ELEMENTWISE_OPS
@@ -141,20 +142,16 @@ class GraphWalk:
                 continue
             if op.op == "CONV2D":
                 self._conv(op)
-            elif op.op in ("CONV3D", "TRANSPOSE_CONV2D", "FULLY_CONNECTED"):
-                mxu_conv(self, op)       # int32/int48 output on the array (kinds/mxu_conv/layer.py)
+            elif op.op in SELECTORS:
+                SELECTORS[op.op](self, op)   # a kind's own selection (compiler/kinds/registry.py)
             elif op.op in ELEMENTWISE_OPS:
                 self._elementwise(op)
             elif op.op in REDUCE_OPS:
                 self._reduce(op)
-            elif op.op in DECOMPOSED_OPS:
-                decompose(self, op)
             elif op.op in ("IDENTITY", "RESHAPE") and self.is_rows(op.inputs[0]):
                 self._rows_view(op)
             elif op.op in MOVE_OPS and all(self.is_rows(t) for t in self.data_inputs(op)):
                 self._move(op)
-            elif op.op in VARIABLE_OPS:
-                VARIABLE_LOWERING[op.op](self, op)      # buffers and views (kinds/variables/layer.py)
             else:
                 getattr(self, "_" + op.op.lower())(op)
         write_back(self)

@@ -1,17 +1,22 @@
 """The compiler driver: TOSA graph -> NPU program image.
 
-Pipeline (one module per pass, like Arm's Vela):
+A short list of stages; every layer goes through its kind (compiler/core/kind.py ``Kind``,
+listed in compiler/kinds/registry.py), so no stage here knows a layer type:
 
-    frontend (compiler/frontends)      file -> tosa_ir.Graph
-    dataflow (dataflow.py)      Graph -> layers (fused convs via kinds/conv/fusion.py, DMA
-                                       copies), tensors as views of root buffers, I/O bindings
-    tiling (kinds/conv/tiling.py)          ConvLayer -> ConvPlan (tiles, groups, ring slots)
-    weights (kinds/conv/weights.py)        weights and per-channel parameters in NPU order
-    memplan (program/memplan.py)        external addresses of everything
-    lowering (passes/lowering/)        plans and copies -> instructions with footprints
-    schedule (program/schedule.py)      order for overlap, wait masks
-    loops (program/loops.py)            repeated runs -> LOOPs
-    program/builder.py                 -> isa.program.Program
+    prepare    compiler/graph/             variables and COND_IF prepared, ERROR_IFs checked
+    select     compiler/dataflow.py        Graph -> layers (the kinds' selection), tensors as
+                                           views of root buffers, I/O bindings
+    plan       kind.candidates             kinds that choose (convolutions: tilings); the driver
+                                           picks one per layer so the program fits IMEM
+    constants  kind.constants              weights, parameters, tables, fills by name
+    memory     program/memplan.py          external addresses of everything
+    lower      kind.lower / kind.emit      instructions with footprints
+    schedule   program/schedule.py         order for overlap, wait masks
+    loops      program/loops.py            repeated runs -> LOOPs
+    image      program/builder.py          -> isa.program.Program
+
+Graphs with data-dependent control flow are compiled in pieces and linked
+(compiler/link/control.py), which calls back :func:`compile_graph` for each piece.
 """
 from __future__ import annotations
 
@@ -23,35 +28,21 @@ from isa.program import Program
 from tosa_ir import Graph
 from tosa_ir.errors import InvalidInput, Unsupported
 
-from compiler.core.ir import ConvLayer, CopyLayer
+from compiler.core.kind import Lowering
 from compiler.core.ops import Op
 from compiler.dataflow import Dataflow, build_dataflow
-from compiler.kinds.conv.lower import constant_names, lower_conv
-from compiler.kinds.movement.copy import lower_copy
-from compiler.core.dma import fill_name
-from compiler.kinds.pooling.lower import lower_pool, pool_constants
-from compiler.kinds.elementwise.layer import EltLayer
-from compiler.graph.validate import check_graph
-from compiler.kinds.variables.layer import check_block as check_variable_blocks
+from compiler.frontends import load_graph
 from compiler.graph.control import CONTROL_OPS, inline_control_flow
-from compiler.kinds.reduce.layer import ReduceLayer
-from compiler.kinds.reduce.lower import lower_reduce
-from compiler.kinds.movement.layer import MoveLayer
-from compiler.kinds.movement.lower import lower_moves, move_constants
-from compiler.kinds.elementwise.lower import elt_constants, lower_elementwise
-from compiler.kinds.matmul.lower import lower_matmul, matmul_constants
-from compiler.kinds.matmul.layer import MatmulLayer
-from compiler.kinds.mxu_conv.lower import lower_mxu_conv, mxu_conv_constants
-from compiler.kinds.mxu_conv.layer import MxuConvLayer
+from compiler.graph.validate import check_graph
+from compiler.kinds.conv.plan import ConvPlan
+from compiler.kinds.conv.tap_packing import pack_taps
+from compiler.kinds.conv.tiling import choose_plans
+from compiler.kinds.registry import kind_of
+from compiler.kinds.variables.layer import check_block as check_variable_blocks
 from compiler.link.control import compile_linked, needs_linking
 from compiler.program.loops import compress_loops
 from compiler.program.memplan import ExtPlan, plan_memory
-from compiler.kinds.pooling.layer import PoolLayer
 from compiler.program.schedule import Scheduled, schedule
-from compiler.kinds.conv.tap_packing import pack_taps
-from compiler.kinds.conv.plan import ConvPlan
-from compiler.kinds.conv.tiling import choose_plans, plan_candidates
-from compiler.kinds.conv.weights import pack_params, pack_weights
 from compiler.program.builder import build_program
 
 
@@ -75,21 +66,9 @@ class InstructionMemoryFull(Unsupported):
 
 
 @dataclass
-class CopyPlan:
-    """A lowered copy layer (its instructions do not depend on any choice)."""
-
-    layer: CopyLayer
-    ops: list[Op]
-    estimate: dict = field(default_factory=dict)
-
-    def describe(self) -> str:
-        return f"copy: {self.layer.reason} ({len(self.ops)} DMA instructions)"
-
-
-@dataclass
 class Compilation:
     """Everything the passes produced, for reports (compiler/estimate/layers.py) and tests.
-    ``plans[i]`` is the plan of ``layers[i]``: a ConvPlan or a CopyPlan."""
+    ``plans[i]`` is the plan of ``layers[i]``: a ConvPlan or its kind's Plan (compiler/core/plan.py)."""
 
     graph: Graph
     config: NpuConfig
@@ -120,8 +99,6 @@ def compile_graph(graph: Graph, config: NpuConfig = DEFAULT_CONFIG, loops: bool 
 
 
 def compile_file(path, config: NpuConfig = DEFAULT_CONFIG) -> Program:
-    from compiler.frontends import load_graph
-
     return compile_graph(load_graph(Path(path)), config)
 
 
@@ -140,51 +117,28 @@ def run_pipeline(graph: Graph, config: NpuConfig = DEFAULT_CONFIG, loops: bool =
         # reported as illegal; a legal one re-raises (a compiler bug stays visible).
         check_graph(graph)
         raise
-    if any(isinstance(layer, (EltLayer, ReduceLayer, MoveLayer, MatmulLayer, MxuConvLayer)) for layer in flow.layers) or \
+    if any(kind_of(layer).vector_unit for layer in flow.layers) or \
             any(op.op in CONTROL_OPS for op in graph.main.operators):
         check_graph(graph)
     layers = pack_taps(flow, config).layers      # few-channel strided convs: taps into lanes
-    convs = [i for i, layer in enumerate(layers) if isinstance(layer, ConvLayer)]
-    candidates = [plan_candidates(layers[i], config, streaming=loops) for i in convs]
+    kinds = [kind_of(layer) for layer in layers]  # compiler/kinds/registry.py
+    # Kinds that choose among plans (convolutions: tilings); the rest lower in one way.
+    convs = [i for i, kind in enumerate(kinds) if kind.candidates is not None]
+    candidates = [kinds[i].candidates(layers[i], config, loops) for i in convs]
 
     constants: dict[str, bytes] = {}
     for i in convs:
-        layer = layers[i]
-        names = constant_names(layer.name, layer.input_zp)
-        constants[names["weights"]] = pack_weights(layer, config)
-        constants[names["params"]] = pack_params(layer, config)
-        constants[names["fill"]] = bytes([layer.input_zp & 0xFF]) * config.bus_bytes
-    for layer in layers:
-        if isinstance(layer, CopyLayer) and any(layer.pad):
-            constants[fill_name(layer.pad_value)] = bytes([layer.pad_value & 0xFF]) * config.bus_bytes
-        if isinstance(layer, PoolLayer):
-            constants.update(pool_constants(layer, config))
-        if isinstance(layer, EltLayer):
-            constants.update(elt_constants(layer, config))
-        if isinstance(layer, MoveLayer):
-            constants.update(move_constants(layer))
-        if isinstance(layer, MatmulLayer):
-            constants.update(matmul_constants(layer, config))
-        if isinstance(layer, MxuConvLayer):
-            constants.update(mxu_conv_constants(layer, config))
+        constants.update(kinds[i].constants(layers[i], config))
+    for layer, kind in zip(layers, kinds):
+        if kind.candidates is None and kind.constants is not None:
+            constants.update(kind.constants(layer, config))
     ext = plan_memory(flow, constants, config)
 
     plans: list = [None] * len(layers)
-    for i, layer in enumerate(layers):
-        if isinstance(layer, CopyLayer):
-            plans[i] = CopyPlan(layer, lower_copy(layer, ext, config, i))
-        elif isinstance(layer, PoolLayer):
-            plans[i] = lower_pool(layer, ext, config, i)
-        elif isinstance(layer, EltLayer):
-            plans[i] = lower_elementwise(layer, flow, ext, config, i)
-        elif isinstance(layer, ReduceLayer):
-            plans[i] = lower_reduce(layer, flow, ext, config, i)
-        elif isinstance(layer, MoveLayer):
-            plans[i] = lower_moves(layer, flow, ext, config, i)
-        elif isinstance(layer, MatmulLayer):
-            plans[i] = lower_matmul(layer, flow, ext, config, i)
-        elif isinstance(layer, MxuConvLayer):
-            plans[i] = lower_mxu_conv(layer, flow, ext, config, i, loops)
+    ctx = Lowering(flow, ext, config, loops)
+    for i, (layer, kind) in enumerate(zip(layers, kinds)):
+        if kind.lower is not None:
+            plans[i] = kind.lower(layer, ctx, i)
     copies = sum(len(plan.ops) for plan in plans if plan is not None)
 
     # With loops, try the fastest plans first: looped, they usually fit.  Else (or when they
@@ -216,7 +170,7 @@ def run_pipeline(graph: Graph, config: NpuConfig = DEFAULT_CONFIG, loops: bool =
             continue
         ops: list[Op] = []
         for i, plan in enumerate(plans):
-            ops += lower_conv(plan, ext, config, i) if isinstance(plan, ConvPlan) else plan.ops
+            ops += kinds[i].emit(plan, ext, config, i) if kinds[i].emit is not None else plan.ops
         if not loops and len(ops) + 1 > config.imem_rows:
             raise imem_error(len(ops) + 1, True, layers, plans, candidates, convs, config)
         scheduled = schedule(ops)

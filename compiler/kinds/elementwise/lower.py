@@ -32,7 +32,7 @@ column of the innermost axis; per-channel rescales issue one VRESCALE per column
 from __future__ import annotations
 
 import itertools
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -43,6 +43,7 @@ from tosa_ir.errors import Unsupported
 from tosa_ir.graph import numpy_dtype
 
 from compiler.core.ops import Op, new_op
+from compiler.core.plan import Plan
 from compiler.kinds.elementwise.layer import EltLayer
 from compiler.program.memplan import ExtPlan
 from compiler.core.ops import MAX_LEN
@@ -89,11 +90,12 @@ class Axis:
 
 
 @dataclass
-class EltPlan:
+class EltPlan(Plan):
+    """A lowered vector-unit layer (elementwise, reduction, rows movement): tiles of ``tile``
+    vectors."""
+
     layer: EltLayer
-    ops: list[Op]
     tile: int
-    estimate: dict = field(default_factory=dict)
 
     def describe(self) -> str:
         return f"elementwise: tiles of up to {self.tile} vectors ({len(self.ops)} instructions)"

@@ -16,7 +16,7 @@ slots, so the scheduler (program/schedule.py) can overlap loads with the array's
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -25,6 +25,7 @@ from isa.instructions import Sram, ValuOp, VecDst, VecMem, VecType
 from tosa_ir.errors import Unsupported
 
 from compiler.core.ops import Op, new_op
+from compiler.core.plan import Plan
 from compiler.kinds.elementwise.lower import VEC_ROWS, tensor_array
 from compiler.kinds.matmul.layer import MatmulLayer
 from compiler.program.memplan import ExtPlan
@@ -37,11 +38,9 @@ W_SLOTS = 4
 
 
 @dataclass
-class MatmulPlan:
+class MatmulPlan(Plan):
     layer: MatmulLayer
-    ops: list[Op]
     tile: int
-    estimate: dict = field(default_factory=dict)
 
     def describe(self) -> str:
         return f"matmul on the array: tiles of {self.tile} rows of A ({len(self.ops)} instructions)"

@@ -16,6 +16,8 @@ its instructions in order, so a chunk reuses the same rows without waiting.
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import itertools
 
 from isa.config import NpuConfig
@@ -23,12 +25,23 @@ from isa.instructions import Sram
 
 from compiler.core.ir import CopyLayer
 from compiler.core.ops import Op, new_op
+from compiler.core.plan import Plan
 from compiler.core.dma import Window, fill, fill_name, load_window
 from compiler.program.memplan import ExtPlan
 from compiler.core.ops import MAX_LEN
 from compiler.core.views import BrickView
 
 Axis = tuple[int, int, int]    # (count, source stride, destination stride) in bytes
+
+
+@dataclass
+class CopyPlan(Plan):
+    """A lowered copy layer (its instructions do not depend on any choice)."""
+
+    layer: CopyLayer
+
+    def describe(self) -> str:
+        return f"copy: {self.layer.reason} ({len(self.ops)} DMA instructions)"
 
 
 def lower_copy(layer: CopyLayer, ext: ExtPlan, config: NpuConfig, index: int) -> list[Op]:

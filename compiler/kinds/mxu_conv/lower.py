@@ -30,7 +30,7 @@ emitted with their own LOOPs and waits (compiler/kinds/mxu_conv/lower_loops.py).
 from __future__ import annotations
 
 import itertools
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -41,6 +41,7 @@ from isa.vector import DTYPE_BITS
 from tosa_ir.errors import Unsupported
 
 from compiler.core.ops import Op, new_op
+from compiler.core.plan import Plan
 from compiler.kinds.elementwise.lower import VEC_ROWS, tensor_array
 from compiler.kinds.matmul.lower import SHIFTS, _combine
 from compiler.program.memplan import ExtPlan
@@ -53,10 +54,8 @@ PAD_MAX = 255          # DMA pad_b1 / pad_a1
 
 
 @dataclass
-class MxuConvPlan:
+class MxuConvPlan(Plan):
     layer: MxuConvLayer
-    ops: list[Op]
-    estimate: dict = field(default_factory=dict)
 
     def describe(self) -> str:
         return f"convolution on the array, wide output ({len(self.ops)} instructions)"

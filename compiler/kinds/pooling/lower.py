@@ -19,7 +19,7 @@ tile while the VPU works; the scheduler orders everything by footprints.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -28,6 +28,7 @@ from isa.instructions import PoolMode, Sram, VecDst, VecMem, VecType
 from tosa_ir.errors import Unsupported
 
 from compiler.core.ops import Op, new_op
+from compiler.core.plan import Plan
 from compiler.core.dma import Window, fill_name, load_window
 from compiler.program.memplan import ExtPlan
 from compiler.kinds.pooling.layer import PoolLayer
@@ -37,13 +38,11 @@ VEC_ROWS = 1 << 16      # vector operands address the first 2**16 rows (VEC_ADDR
 
 
 @dataclass
-class PoolPlan:
+class PoolPlan(Plan):
     """A lowered pooling layer (no choices to make: tiles as tall as ASRAM allows)."""
 
     layer: PoolLayer
-    ops: list[Op]
     tile_rows: int
-    estimate: dict = field(default_factory=dict)
 
     def describe(self) -> str:
         return (f"{self.layer.mode} pool {self.layer.kernel[0]}x{self.layer.kernel[1]}/{self.layer.stride[0]}: "
