@@ -43,6 +43,8 @@ import numpy as np
 
 from isa.config import DEFAULT_CONFIG, NpuConfig
 from tosa_ir import Graph
+from tosa_ir.errors import NpuError
+from tosa_ir.graph import numpy_dtype
 
 from compiler.driver import Compilation, InstructionMemoryFull, run_pipeline
 from compiler.core.ir import ConvLayer
@@ -208,8 +210,6 @@ def minimal_bytes(layer, graph: Graph) -> int:
     if hasattr(layer, "in_shape") and hasattr(layer, "out_shape"):     # conv, pool: int8 in and out
         total = int(np.prod(layer.in_shape)) + int(np.prod(layer.out_shape))
     else:                                   # other layers: the graph tensors they name
-        from tosa_ir.graph import numpy_dtype
-
         tensors = graph.main.tensors
         names = dict.fromkeys(list(getattr(layer, "reads", [])) + list(getattr(layer, "writes", [])))
         total = sum(tensors[n].size * np.dtype(numpy_dtype(tensors[n].dtype)).itemsize
@@ -308,8 +308,6 @@ class LayerReport:
 def estimate_layers(graph: Graph, config: NpuConfig = DEFAULT_CONFIG) -> list[LayerReport]:
     """Compile and estimate every compute layer of ``graph`` on its own."""
     from dataclasses import replace
-
-    from tosa_ir.errors import NpuError
 
 
     reports = []

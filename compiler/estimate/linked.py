@@ -31,6 +31,10 @@ its own, so the rows add up to the total.
 from __future__ import annotations
 
 from isa.config import NpuConfig
+from isa.instructions import BranchTest
+from sim.isa.branch import check
+from sim.isa.loops import LoopStack
+from sim.isa.units import Trap
 from sim.npu_timing import TimingModel
 from tosa_ir import Graph
 
@@ -73,11 +77,6 @@ def _path(instrs, config: NpuConfig, decide) -> tuple[list[int], list[int]] | No
     """The program indices in issue order (LOOPs unrolled as sim/npu_timing.py does) and
     the positions of the taken BRANCHes, ``decide(pc)`` choosing a BRANCH's outcome (None:
     the data-free rule, forward ALWAYS only); None if longer than MAX_PATH or illegal."""
-    from isa.instructions import BranchTest
-    from sim.isa.branch import check
-    from sim.isa.loops import LoopStack
-    from sim.isa.units import Trap
-
     loops, pc, pcs, taken = LoopStack(len(instrs)), 0, [], []
     while pc < len(instrs):
         if len(pcs) > MAX_PATH:
