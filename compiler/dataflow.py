@@ -51,7 +51,6 @@ from compiler.core.dataflow import Binding, Dataflow, Ref, Root
 from compiler.core.ir import ConvLayer, CopyLayer
 from compiler.kinds.movement import params as movement
 from compiler.kinds.movement.brick_rows import move_via_rows, rows_copy
-from compiler.kinds.decompose.layer import DECOMPOSED_OPS
 from compiler.kinds.elementwise.depthwise import depthwise_layer
 from compiler.kinds.elementwise.layer import ELEMENTWISE_OPS, check_broadcast, elementwise_layer
 from compiler.core.errors import invalid, unsupported
@@ -63,17 +62,17 @@ from compiler.kinds.pooling.layer import POOL_OPS, pool_layer
 from compiler.kinds.pooling.rows import rows_pool_layer
 from compiler.kinds.reduce.layer import REDUCE_OPS, reduce_layer
 from compiler.kinds.decompose.layer import reduce_long
-from compiler.kinds.variables.layer import FOLDED_OPS, VARIABLE_OPS, rewrite_graph, write_back
-from compiler.kinds.registry import SELECTORS
+from compiler.kinds.variables.layer import FOLDED_OPS, rewrite_graph, write_back
+from compiler.kinds.registry import ROWS_READERS, SELECTORS
 from compiler.core.views import flat_compatible, same_bytes, shape4
 
+# The walk's own operators, then those the kinds select themselves (compiler/kinds/registry.py).
 SUPPORTED_OPS = (CONST_OPS + ("CONV2D", "RESCALE", "CLAMP") + movement.MOVEMENT_OPS + POOL_OPS + ELEMENTWISE_OPS
-                 + tuple(REDUCE_OPS) + ("DEPTHWISE_CONV2D",) + MOVE_OPS + DECOMPOSED_OPS + ("COND_IF",)
-                 + ("CONV3D", "TRANSPOSE_CONV2D", "FULLY_CONNECTED") + VARIABLE_OPS + FOLDED_OPS)
+                 + tuple(REDUCE_OPS) + ("DEPTHWISE_CONV2D",) + MOVE_OPS + ("COND_IF",) + FOLDED_OPS
+                 + tuple(SELECTORS))
 # Operators that read "rows" tensors (isa/layout.py) as well as bricks; RESHAPE and IDENTITY of
 # a rows tensor are views of its bytes.
-ROWS_OPS = (ELEMENTWISE_OPS + tuple(REDUCE_OPS) + ("DEPTHWISE_CONV2D",) + DECOMPOSED_OPS
-            + ("CONV3D", "TRANSPOSE_CONV2D", "FULLY_CONNECTED", "VARIABLE_WRITE"))
+ROWS_OPS = ELEMENTWISE_OPS + tuple(REDUCE_OPS) + ("DEPTHWISE_CONV2D",) + ROWS_READERS
 
 
 def build_dataflow(graph: Graph, lanes: int) -> Dataflow:

@@ -17,7 +17,9 @@ layers and asks each layer's kind, in pipeline order:
 4. ``emit(plan, ext, config, index)`` -- kinds with choices: the chosen plan's instructions.
 
 ``select`` maps TOSA operator names to functions ``fn(walk, op)`` the dataflow walk calls to
-turn an operator into layers and views (``walk``: compiler/core/dataflow.py ``Walk``).
+turn an operator into layers and views (``walk``: compiler/core/dataflow.py ``Walk``); they are
+supported operators from then on.  ``rows_ops`` are those of them that read tensors in the rows
+layout (isa/layout.py), so their producers need not write bricks.
 ``vector_unit`` kinds get the graph's ERROR_IF checks (compiler/graph/validate.py) before
 lowering, since their checks are not complete.
 """
@@ -57,6 +59,7 @@ class Kind:
     candidates: Callable[[Any, NpuConfig, bool], list] | None = None
     emit: Callable[[Any, Any, NpuConfig, int], list] | None = None
     select: dict[str, Callable[[Any, Any], None]] = field(default_factory=dict)
+    rows_ops: tuple[str, ...] = ()
     vector_unit: bool = False
 
     def __post_init__(self):

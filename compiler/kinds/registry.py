@@ -18,7 +18,7 @@ from compiler.kinds.pooling.kind import KIND as POOLING
 from compiler.kinds.reduce.kind import KIND as REDUCE
 from compiler.kinds.variables.kind import KIND as VARIABLES
 
-__all__ = ["KINDS", "SELECTORS", "kind_of"]
+__all__ = ["KINDS", "ROWS_READERS", "SELECTORS", "kind_of"]
 
 KINDS: tuple[Kind, ...] = (
     CONV,
@@ -37,6 +37,7 @@ _BY_TYPE = {kind.layer_type: kind for kind in KINDS if kind.layer_type is not No
 SELECTORS = {op: fn for kind in KINDS for op, fn in kind.select.items()}
 if len(SELECTORS) != sum(len(kind.select) for kind in KINDS):
     raise RuntimeError("an operator is selected by two kinds")
+ROWS_READERS = tuple(op for kind in KINDS for op in kind.rows_ops)
 
 
 def kind_of(layer) -> Kind:

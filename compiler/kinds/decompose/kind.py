@@ -5,4 +5,4 @@ from __future__ import annotations
 from compiler.core.kind import Kind
 from compiler.kinds.decompose.layer import DECOMPOSED_OPS, decompose
 
-KIND = Kind("decompose", select={op: decompose for op in DECOMPOSED_OPS})
+KIND = Kind("decompose", select={op: decompose for op in DECOMPOSED_OPS}, rows_ops=DECOMPOSED_OPS)

@@ -10,4 +10,5 @@ from compiler.kinds.mxu_conv.lower import lower_mxu_conv, mxu_conv_constants
 KIND = Kind("mxu_conv", MxuConvLayer, constants=mxu_conv_constants,
             lower=lambda layer, ctx, i: lower_mxu_conv(layer, ctx.flow, ctx.ext, ctx.config, i, ctx.loops),
             select={op: mxu_conv for op in ("CONV3D", "TRANSPOSE_CONV2D", "FULLY_CONNECTED")},
+            rows_ops=("CONV3D", "TRANSPOSE_CONV2D", "FULLY_CONNECTED"),
             vector_unit=True)

@@ -5,4 +5,4 @@ from __future__ import annotations
 from compiler.core.kind import Kind
 from compiler.kinds.variables.layer import VARIABLE_LOWERING
 
-KIND = Kind("variables", select=dict(VARIABLE_LOWERING))
+KIND = Kind("variables", select=dict(VARIABLE_LOWERING), rows_ops=("VARIABLE_WRITE",))
