@@ -1,0 +1,1 @@
+"""TOSA -> TOSA: validation (ERROR_IFs), COND_IF preparation, trip counts, quantization."""

@@ -1,0 +1,1 @@
+"""Program-level stages: memory planning, scheduling, loop compression, the program image."""

@@ -1,0 +1,1 @@
+"""Circle / TFLite flatbuffers -> TOSA (``load.py`` ``load_circle``)."""

@@ -1,0 +1,1 @@
+"""NNEF (graph.nnef + .dat tensors, folder or tar) -> TOSA (``load.py`` ``load_nnef``)."""

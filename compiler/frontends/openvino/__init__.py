@@ -1,0 +1,1 @@
+"""OpenVINO IR (.xml + .bin) -> TOSA (``load.py`` ``load_openvino``)."""

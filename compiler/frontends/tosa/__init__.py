@@ -1,0 +1,1 @@
+"""TOSA flatbuffers (``load.py`` ``load_tosa``)."""

@@ -1,0 +1,1 @@
+"""Convolution on the MAC array (``kind.py``)."""

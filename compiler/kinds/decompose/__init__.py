@@ -1,0 +1,1 @@
+"""Operators built from other kinds' layers (``kind.py``)."""

@@ -1,0 +1,1 @@
+"""Elementwise operators on the vector unit (``kind.py``)."""

@@ -1,0 +1,1 @@
+"""TOSA MATMUL on the MAC array (``kind.py``)."""

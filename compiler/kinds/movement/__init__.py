@@ -1,0 +1,1 @@
+"""Data movement: brick copies and rows moves (``kind.py``)."""

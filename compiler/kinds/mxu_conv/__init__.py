@@ -1,0 +1,1 @@
+"""Convolutions with wide outputs on the MAC array (``kind.py``)."""

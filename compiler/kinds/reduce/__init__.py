@@ -1,0 +1,1 @@
+"""Reductions on VPOOL (``kind.py``)."""

@@ -1,0 +1,1 @@
+"""DIM and the variable operators (``kind.py``)."""
