@@ -52,7 +52,6 @@ from compiler.core.ir import ConvLayer, CopyLayer
 from compiler.kinds.movement import params as movement
 from compiler.kinds.movement.brick_rows import move_via_rows, rows_copy
 from compiler.kinds.elementwise.depthwise import depthwise_layer
-from compiler.kinds.elementwise.layer import ELEMENTWISE_OPS, check_broadcast, elementwise_layer
 from compiler.core.errors import invalid, unsupported
 from compiler.core.operands import CONST_OPS, scalar_input
 from compiler.kinds.conv.fusion import conv_chain, conv_layer
@@ -67,12 +66,12 @@ from compiler.kinds.registry import ROWS_READERS, SELECTORS
 from compiler.core.views import flat_compatible, same_bytes, shape4
 
 # The walk's own operators, then those the kinds select themselves (compiler/kinds/registry.py).
-SUPPORTED_OPS = (CONST_OPS + ("CONV2D", "RESCALE", "CLAMP") + movement.MOVEMENT_OPS + POOL_OPS + ELEMENTWISE_OPS
+SUPPORTED_OPS = (CONST_OPS + ("CONV2D",) + movement.MOVEMENT_OPS + POOL_OPS
                  + tuple(REDUCE_OPS) + ("DEPTHWISE_CONV2D",) + MOVE_OPS + ("COND_IF",) + FOLDED_OPS
                  + tuple(SELECTORS))
 # Operators that read "rows" tensors (isa/layout.py) as well as bricks; RESHAPE and IDENTITY of
 # a rows tensor are views of its bytes.
-ROWS_OPS = ELEMENTWISE_OPS + tuple(REDUCE_OPS) + ("DEPTHWISE_CONV2D",) + ROWS_READERS
+ROWS_OPS = tuple(REDUCE_OPS) + ("DEPTHWISE_CONV2D",) + ROWS_READERS
 
 
 def build_dataflow(graph: Graph, lanes: int) -> Dataflow:
@@ -143,8 +142,6 @@ class GraphWalk:
                 self._conv(op)
             elif op.op in SELECTORS:
                 SELECTORS[op.op](self, op)   # a kind's own selection (compiler/kinds/registry.py)
-            elif op.op in ELEMENTWISE_OPS:
-                self._elementwise(op)
             elif op.op in REDUCE_OPS:
                 self._reduce(op)
             elif op.op in ("IDENTITY", "RESHAPE") and self.is_rows(op.inputs[0]):
@@ -240,21 +237,6 @@ class GraphWalk:
             return self.new_root(name, tuple(tensor.shape), "const", layout="rows", dtype=tensor.dtype,
                               data=np.asarray(tensor.data).reshape(tensor.shape))
         raise unsupported(op, f"input {name!r} is not a graph input or the output of a supported operator")
-
-    def _elementwise(self, op: Operator) -> None:
-        layer = elementwise_layer(op, self.block, self.new_name("elt"))
-        out = self.block.tensor(op.outputs[0])
-        made = {name for name, _ in layer.consts}
-        check_broadcast(op, [tuple(self.block.tensor(n).shape) for n in layer.inputs if n not in made],
-                        tuple(out.shape))
-        for name, data in layer.consts:
-            self.new_root(name, data.shape, "const", layout="rows", dtype=str(data.dtype), data=data)
-        layer.inputs = [self.require_vec(op, n) for n in layer.inputs]
-        if self.wants_rows(op.outputs[0]):
-            self.new_root(op.outputs[0], tuple(out.shape), "computed", layout="rows", dtype=out.dtype)
-        else:
-            self.new_root(op.outputs[0], shape4(out.shape), "computed")
-        self.flow.layers.append(layer)
 
     def vector_output(self, name: str) -> None:
         """The root of a vector-unit layer's result: rows, or bricks when a reader needs them."""

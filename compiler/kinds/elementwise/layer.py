@@ -36,6 +36,7 @@ from tosa_ir import Block, Operator
 from tosa_ir.errors import Unsupported
 
 from compiler.core.ir import MultiInputLayer
+from compiler.core.views import shape4
 from compiler.core.errors import invalid, unsupported
 
 BINARY = {
@@ -375,3 +376,21 @@ def _intdiv(op: Operator, block: Block, name: str, layer) -> EltLayer:
     result = layer(names, steps, types, temps=temps)
     result.consts = made
     return result
+
+
+def select_elementwise(walk, op: Operator) -> None:
+    """Add the layer of elementwise ``op`` to the dataflow walk (compiler/core/dataflow.py
+    ``Walk``): inputs as vector operands, the result in rows or, when a reader needs them, bricks."""
+    layer = elementwise_layer(op, walk.block, walk.new_name("elt"))
+    out = walk.block.tensor(op.outputs[0])
+    made = {name for name, _ in layer.consts}
+    check_broadcast(op, [tuple(walk.block.tensor(n).shape) for n in layer.inputs if n not in made],
+                    tuple(out.shape))
+    for name, data in layer.consts:
+        walk.new_root(name, data.shape, "const", layout="rows", dtype=str(data.dtype), data=data)
+    layer.inputs = [walk.require_vec(op, n) for n in layer.inputs]
+    if walk.wants_rows(op.outputs[0]):
+        walk.new_root(op.outputs[0], tuple(out.shape), "computed", layout="rows", dtype=out.dtype)
+    else:
+        walk.new_root(op.outputs[0], shape4(out.shape), "computed")
+    walk.flow.layers.append(layer)
