@@ -57,8 +57,6 @@ from compiler.core.operands import CONST_OPS, scalar_input
 from compiler.kinds.conv.fusion import conv_chain, conv_layer
 from compiler.kinds.movement.layer import MOVE_OPS, move_layer, pad_repeat_layer
 from compiler.kinds.mxu_conv.layer import mxu_conv
-from compiler.kinds.pooling.layer import POOL_OPS, pool_layer
-from compiler.kinds.pooling.rows import rows_pool_layer
 from compiler.kinds.reduce.layer import REDUCE_OPS, reduce_layer
 from compiler.kinds.decompose.layer import reduce_long
 from compiler.kinds.variables.layer import FOLDED_OPS, rewrite_graph, write_back
@@ -66,7 +64,7 @@ from compiler.kinds.registry import ROWS_READERS, SELECTORS
 from compiler.core.views import flat_compatible, same_bytes, shape4
 
 # The walk's own operators, then those the kinds select themselves (compiler/kinds/registry.py).
-SUPPORTED_OPS = (CONST_OPS + ("CONV2D",) + movement.MOVEMENT_OPS + POOL_OPS
+SUPPORTED_OPS = (CONST_OPS + ("CONV2D",) + movement.MOVEMENT_OPS
                  + tuple(REDUCE_OPS) + ("DEPTHWISE_CONV2D",) + MOVE_OPS + ("COND_IF",) + FOLDED_OPS
                  + tuple(SELECTORS))
 # Operators that read "rows" tensors (isa/layout.py) as well as bricks; RESHAPE and IDENTITY of
@@ -436,40 +434,6 @@ class GraphWalk:
         layer.pad = tuple(pad)
         self.new_root(layer.output, layer.out_shape, "computed")
         self.flow.layers.append(layer)
-
-    def _max_pool2d(self, op: Operator) -> None:
-        if self.is_rows(op.inputs[0]):
-            self._rows_pool(op)
-            return
-        self._brick_pool(op)
-
-    def _rows_pool(self, op: Operator) -> None:
-        """MAX_POOL2D / AVG_POOL2D of a rows tensor (int8/int16): the kernel taps are strided
-        windows of the padded input (compiler/kinds/pooling/rows.py)."""
-        x = self.require_vec(op, op.inputs[0])
-        name = self.new_name("pool")
-        layer, pad, value = rows_pool_layer(op, self.block, name)
-        xt = self.block.tensor(op.inputs[0])
-        n, h, w, c = xt.shape
-        if any(pad):
-            padded = self.new_root(f"{name}.padded", (n, h + pad[0] + pad[1], w + pad[2] + pad[3], c), "computed",
-                                layout="rows", dtype=xt.dtype)
-            self.flow.layers.append(pad_repeat_layer(self.new_name("move"), x, padded, (n, h, w, c), tuple(pad), 1,
-                                                     value, xt.dtype, self.lanes, [op.describe()], op.location))
-            x = padded
-        for cname, data in layer.consts:
-            self.new_root(cname, data.shape, "const", layout="rows", dtype=str(data.dtype), data=data)
-        layer.inputs = [x if k in layer.windows else t for k, t in enumerate(layer.inputs)]
-        self.vector_output(op.outputs[0])
-        self.flow.layers.append(layer)
-
-    def _brick_pool(self, op: Operator) -> None:
-        layer = pool_layer(op, self.block, self.new_name("pool"))
-        layer.input = self.require(op, layer.input)
-        self.new_root(layer.output, layer.out_shape, "computed")
-        self.flow.layers.append(layer)
-
-    _avg_pool2d = _max_pool2d
 
     def _pad_fold(self, pad_op: Operator, conv: Operator) -> tuple[int, int, int, int] | None:
         """(top, bottom, left, right) if ``pad_op`` folds into ``conv``'s padding: H/W
