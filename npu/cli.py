@@ -27,7 +27,8 @@ def _add_calibrate_arg(p: argparse.ArgumentParser) -> None:
 
 def _add_config_arg(p: argparse.ArgumentParser) -> None:
     p.add_argument("--config", default="default", metavar="NAME|FILE.json",
-                   help="hardware configuration: 'default' (16x16), 'small' (4x4) or a JSON file "
+                   help="hardware configuration: 'default' (16x16), 'small' (4x4), 'array8', "
+                        "'array32', 'array64' (NxN array, bus and memories scaled) or a JSON file "
                         "of NpuConfig fields (default: %(default)s)")
 
 
@@ -73,12 +74,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _load_config(spec: str):
-    from isa.config import DEFAULT_CONFIG, SMALL_CONFIG, NpuConfig
+    from isa.config import CONFIGS, NpuConfig
 
-    if spec == "default":
-        return DEFAULT_CONFIG
-    if spec == "small":
-        return SMALL_CONFIG
+    if spec in CONFIGS:
+        return CONFIGS[spec]
     import json
 
     try:
