@@ -120,7 +120,7 @@ class NpuConfig:
         return asdict(self)
 
     @classmethod
-    def from_dict(cls, data: dict) -> "NpuConfig":
+    def from_dict(cls, data: dict) -> NpuConfig:
         known = {f.name for f in fields(cls)}
         unknown = set(data) - known
         if unknown:
@@ -158,7 +158,7 @@ def array_config(size: int) -> NpuConfig:
 
 # Named configurations (``npu ... --config NAME``): the array sizes the sweep covers.
 # ``default`` is the 16x16 reference design; ``small`` is the 4x4 test configuration.
-CONFIGS = {
+NAMED_CONFIGS = {
     "default": DEFAULT_CONFIG,
     "small": SMALL_CONFIG,
     "array8": array_config(8),

@@ -69,15 +69,18 @@ def build_parser() -> argparse.ArgumentParser:
     est.add_argument("--plot", metavar="OUT.svg", help="also write a per-layer bar chart (SVG, cycles vs bound)")
     _add_calibrate_arg(est)
     _add_config_arg(est)
+    from npu import sweep
+
+    sweep.add_arguments(est)
     conformance.add_parser(sub)
     return parser
 
 
 def _load_config(spec: str):
-    from isa.config import CONFIGS, NpuConfig
+    from isa.config import NAMED_CONFIGS, NpuConfig
 
-    if spec in CONFIGS:
-        return CONFIGS[spec]
+    if spec in NAMED_CONFIGS:
+        return NAMED_CONFIGS[spec]
     import json
 
     try:
@@ -165,6 +168,10 @@ def cmd_estimate(args) -> int:
     from compiler import estimate
     from npu import backends
 
+    if args.sweep:
+        from npu.sweep import run_sweep
+
+        return run_sweep(args)
     config = _load_config(args.config)
     model = backends.load_model(args.model, calibrate=args.calibrate)
     if model.graph is None:

@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 
 from compiler.driver import InstructionMemoryFull, run_pipeline
-from isa.config import CONFIGS, DEFAULT_CONFIG, array_config
+from isa.config import DEFAULT_CONFIG, NAMED_CONFIGS, array_config
 from tosa_ir.tosa_fb import read_tosa
 
 sys.path.insert(0, str(Path(__file__).parent))
@@ -32,13 +32,13 @@ SIZES = ("array8", "default", "array32", "array64")
 
 def test_configurations_scale_bus_and_memories():
     for name, size in (("array8", 8), ("array32", 32), ("array64", 64)):
-        config = CONFIGS[name]
+        config = NAMED_CONFIGS[name]
         assert (config.array_rows, config.array_cols, config.bus_bytes) == (size, size, size)
         for memory, nbytes in config.sram_bytes.items():
             if memory != "imem":
                 assert nbytes * 16 == DEFAULT_CONFIG.sram_bytes[memory] * size, memory
         assert config == array_config(size)
-    assert CONFIGS["array16"] == CONFIGS["default"] == DEFAULT_CONFIG == array_config(16)
+    assert NAMED_CONFIGS["array16"] == NAMED_CONFIGS["default"] == DEFAULT_CONFIG == array_config(16)
     with pytest.raises(ValueError):
         array_config(24)
 
@@ -59,7 +59,7 @@ def test_conv_chain(name):
     specs = [ConvSpec(oc=40), ConvSpec(oc=72, kernel=(1, 1), pad=(0, 0, 0, 0)),
              ConvSpec(oc=130, stride=(2, 2)), ConvSpec(oc=9, kernel=(5, 3), pad=(2, 2, 1, 1))]
     graph = build_chain(rng, (1, 19, 23, 21), specs)
-    program, config = _compile(graph, CONFIGS[name])
+    program, config = _compile(graph, NAMED_CONFIGS[name])
     compare_on_isa(program, graph, int8_inputs(graph, rng), config)
 
 
@@ -77,5 +77,5 @@ def networks(tmp_path_factory):
 @pytest.mark.parametrize("net", ("resnet50", "mobilenetv2"))
 def test_network(networks, net, name):
     graph, x = networks[net]
-    program, config = _compile(graph, CONFIGS[name])
+    program, config = _compile(graph, NAMED_CONFIGS[name])
     compare_on_isa(program, graph, x, config)
