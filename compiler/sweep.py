@@ -115,6 +115,11 @@ def estimate_point(graph, point: SweepPoint, per_layer: bool = False,
     if rows is None:
         mode = "per layer"
         rows = estimate.report_rows(estimate.estimate_layers(graph, config), config)
+        missing = [r.layer for r in rows if r.note.startswith("no: ") and not r.cycles]
+        if missing:
+            # Layers that do not compile at this point count no cycles: say so, the total
+            # is then a lower bound of an incomplete model.
+            mode += f", {len(missing)} not compiled: {', '.join(missing[:4])}"
     macs = sum(r.macs for r in rows)
     cycles = sum(r.cycles for r in rows)
     conv = [r for r in rows if r.operators.split("+")[0] == "CONV2D" or "+CONV2D" in r.operators]
@@ -128,11 +133,14 @@ def estimate_point(graph, point: SweepPoint, per_layer: bool = False,
 
 
 def add_speedups(results: list[SweepResult]) -> list[SweepResult]:
-    """Speed-up of every point over the 16x16 point of the same memory scale (0 if none)."""
-    base = {r.point.sram: r.cycles for r in results if r.point.array == 16}
+    """Speed-up of every point over the 16x16 point of the same memory scale (0 if none, or
+    if either point lacks layers that do not compile)."""
+    base = {r.point.sram: r.cycles for r in results
+            if r.point.array == 16 and "not compiled" not in r.mode}
     for r in results:
         ref = base.get(r.point.sram)
-        r.speedup = ref / r.cycles if ref and r.cycles else 0.0
+        complete = "not compiled" not in r.mode
+        r.speedup = ref / r.cycles if ref and r.cycles and complete else 0.0
     return results
 
 
@@ -147,7 +155,10 @@ def render_table(title: str, results: list[SweepResult]) -> str:
                      f"{r.sram_kib['wsram']:>9,} {r.macs:>15,} {r.cycles:>13,} "
                      f"{100 * r.utilisation:>6.1f} {100 * r.conv_utilisation:>10.1f} "
                      f"{r.bound:>13,} {r.ratio:>6.3f} {speed:>8}  {r.mode}")
-    if len({r.mode for r in results}) > 1:
+    if any("not compiled" in r.mode for r in results):
+        lines.append("note: layers that do not compile on a point count no cycles there: its "
+                     "totals, utilisation and speed-up leave them out (see the mode column)")
+    if len({r.mode.split(",")[0] for r in results}) > 1:
         lines.append("note: some points do not fit the instruction memory whole and are the sum "
                      "of their layers compiled alone (each paying its boot, its HALT and its "
                      "external traffic); --per-layer estimates every point that way")
