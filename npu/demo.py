@@ -32,7 +32,10 @@ GENERATED = {name: (ROOT / "tools" / f"make_{name}.py", ROOT / "build" / name)
 def _generate(name: str) -> tuple[Path, Path]:
     script, out = GENERATED[name]
     model, inputs = out / f"{name}_int8.tosa", out / "input.npz"
-    if not (model.is_file() and inputs.is_file()):
+    # Rebuilt when missing or older than its builder (a changed builder changes the model).
+    builders = [script, script.parent / "nnef_synth.py", script.parent / "make_alexnet.py"]
+    newest = max(p.stat().st_mtime for p in builders if p.is_file())
+    if not (model.is_file() and inputs.is_file()) or model.stat().st_mtime < newest:
         import runpy
 
         print(f"building {name} with {script.relative_to(ROOT)} (once; cached in {out.relative_to(ROOT)})")

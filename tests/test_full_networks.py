@@ -45,8 +45,11 @@ def network(request, tmp_path_factory):
 def test_graph_shape(network):
     name, graph, _, _ = network
     ops = [op.op for op in graph.main.operators]
+    assert ops.count("TABLE") == 2 and ops.count("REDUCE_SUM") == 1     # the int8 softmax
+    last_conv = max(i for i, op in enumerate(ops) if op == "CONV2D")
+    ops = ops[:last_conv]
     if name == "resnet50":
-        assert ops.count("CONV2D") == 54 and ops.count("ADD") == 16   # 53 convs + the classifier
+        assert ops.count("CONV2D") == 53 and ops.count("ADD") == 16   # + the classifier
     else:
         assert ops.count("DEPTHWISE_CONV2D") == 17 and ops.count("ADD") == 10
     assert ops.count("AVG_POOL2D") == 1
@@ -59,8 +62,9 @@ def test_expected_is_the_reference_output(network):
     assert set(got) == set(expected)
     for k in got:
         np.testing.assert_array_equal(got[k], expected[k], err_msg=k)
-    logits = next(iter(got.values()))
-    assert len(np.unique(logits)) > 20          # not saturated or constant
+    probs = next(iter(got.values())).astype(np.int64) + 128      # scale 1/256
+    # 1000 classes near 1/1000 each: most round to 0 codes of 1/256, so the sum falls short.
+    assert 0 < probs.sum() <= 264 and probs.max() < 256
 
 
 def test_isa_bit_exact(network):

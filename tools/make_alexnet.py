@@ -16,8 +16,9 @@ Steps (all seeded, so every run gives the same bytes):
    cost of every layer of the int8 graph (output shape, MACs, parameters).
 
 ``--width-div N`` divides every channel count by N (same topology and spatial sizes): the
-reduced model the tests use.  The softmax at the end is left out of the integer graph,
-which stops at the logits (conv8); see ``models/alexnet/README.md``.
+reduced model the tests use.  The float softmax at the end becomes the int8 softmax of
+TFLite's reference kernel (compiler/quantize/softmax.py), so the integer graph ends at class
+probabilities (scale 1/256, zero point -128) after the logits conv8.
 
 Usage: ``python tools/make_alexnet.py [--out build/alexnet] [--width-div 1] [--calib 8]``
 """
@@ -210,7 +211,7 @@ def build(out: Path, width_div: int = 1, calib: int = 8, test: int = 2, seed: in
     t0 = time.perf_counter()
     calib_set = [{input_name: x} for x in smooth_images(calib, seed + 1)]
     qm = quantize_graph(model.float_graph, calib_set, method=method,
-                        rounding_mode=rounding_mode)
+                        rounding_mode=rounding_mode, integer_softmax=True)
     times["quantize"] = time.perf_counter() - t0
 
     from tosa_ir.tosa_fb import write_tosa

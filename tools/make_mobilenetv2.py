@@ -8,7 +8,8 @@ projection; a residual addition where stride is 1 and the channel count is kept)
 convolution to 1280 channels with ReLU6, global average pooling, a 1x1 convolution as the
 classifier and the softmax.  Batch normalisation is taken as folded into the convolutions.
 Seeded weights, the project's own calibration and quantization, no download
-(tools/nnef_synth.py).
+(tools/nnef_synth.py); the float softmax becomes the int8 softmax
+(compiler/quantize/softmax.py), so the graph ends at class probabilities.
 
 ``--width-div N`` divides every channel count by N (same topology and spatial sizes): the
 reduced model the tests use.

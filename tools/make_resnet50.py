@@ -6,8 +6,8 @@ convolution, not its first 1x1) is written as a flat NNEF graph: a 7x7/2 stem wi
 512, expansion 4; a 1x1 projection on the first block of each stage), global average pooling,
 a 1x1 convolution as the fully connected layer and the softmax.  Batch normalisation is
 taken as folded into the convolutions.  Seeded weights, the project's own calibration and
-quantization, no download (tools/nnef_synth.py); the integer graph stops at the logits
-(the quantizer leaves the float softmax out).
+quantization, no download (tools/nnef_synth.py); the float softmax becomes the int8
+softmax (compiler/quantize/softmax.py), so the graph ends at class probabilities.
 
 ``--width-div N`` divides every channel count by N (same topology and spatial sizes): the
 reduced model the tests use.

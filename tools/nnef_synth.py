@@ -163,7 +163,8 @@ def build(net: NnefText, model: str, out: Path, *, calib: int, test: int, seed: 
     input_name = loaded.float_graph.main.inputs[0]
     shape = (1,) + net.shape["input"]
     calib_set = [{input_name: x} for x in make_alexnet.smooth_images(calib, seed + 1, shape)]
-    qm = step("quantize", lambda: quantize_graph(loaded.float_graph, calib_set))
+    qm = step("quantize", lambda: quantize_graph(loaded.float_graph, calib_set,
+                                                 integer_softmax=True))
     test_set = [{input_name: x} for x in make_alexnet.smooth_images(test, seed + 2, shape)]
     tosa_path = out / f"{model}_int8.tosa"
     tosa_path.write_bytes(write_tosa(qm.graph))

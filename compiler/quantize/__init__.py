@@ -31,7 +31,7 @@ from tosa_ir import Graph
 def quantize_graph(graph: Graph, calibration: Iterable[dict[str, np.ndarray]] | None = None,
                    *, given: dict[str, QParams] | None = None, method: str = "minmax",
                    percentile: float = 99.99, rounding_mode: str = "DOUBLE_ROUND",
-                   stop_at_logits: bool = True) -> QuantizedModel:
+                   stop_at_logits: bool = True, integer_softmax: bool = False) -> QuantizedModel:
     """Quantize a float TOSA graph to int8.
 
     Parameters
@@ -50,6 +50,10 @@ def quantize_graph(graph: Graph, calibration: Iterable[dict[str, np.ndarray]] | 
         RESCALE rounding: "DOUBLE_ROUND" (TFLite-compatible) or "SINGLE_ROUND".
     stop_at_logits
         Remove a float-only output tail (softmax) and end the graph at its input.
+    integer_softmax
+        When the removed tail is a softmax over the logits' channels, end the integer graph
+        with the int8 softmax instead (compiler/quantize/softmax.py: TFLite's reference
+        kernel, output scale 1/256, zero point -128).
 
     Raises
     ------
@@ -72,6 +76,14 @@ def quantize_graph(graph: Graph, calibration: Iterable[dict[str, np.ndarray]] | 
         ranges = calibrate(prepared, calibration, method, percentile)
     int_graph, qparams = lower(prepared, ParamSource(prepared.main, given, ranges),
                                rounding_mode)
+    if removed and integer_softmax and len(int_graph.main.outputs) == 1:
+        from compiler.quantize.softmax import append_integer_softmax, is_softmax_tail
+
+        logits = int_graph.main.outputs[0]
+        if is_softmax_tail(removed, logits, len(int_graph.main.tensors[logits].shape)):
+            out = append_integer_softmax(int_graph, qparams, logits)
+            notes.append(f"the float softmax after {logits} is the int8 softmax {out} "
+                         f"(scale 1/256, zero point -128)")
     add_const_ops(int_graph.main)
     return QuantizedModel(int_graph, qparams, list(int_graph.main.inputs),
                           list(int_graph.main.outputs), notes,
