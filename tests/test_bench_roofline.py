@@ -33,9 +33,8 @@ def test_rows_add_up_to_the_simulated_cycles(small_alexnet):
     assert total == result.cycles
     assert sum(r.cycles for r in rows) == total
     assert [r.name for r in rows] == [layer.name for layer in comp.layers]
-    # fc8 (the last layer with weights; the int8 softmax follows): weight-bandwidth bound.
-    last = max(i for i, layer in enumerate(comp.layers) if hasattr(layer, "weights"))
-    fc, layer = rows[last], comp.layers[last]
+    fc = rows[-1]                       # fc8: weight-bandwidth bound
+    layer = comp.layers[-1]
     least = layer.weights.size + 4 * layer.bias.size + int(np.prod(layer.in_shape)) + int(np.prod(layer.out_shape))
     assert fc.bound == max(-(-layer.macs // 256), -(-least // 16))
     assert fc.read >= layer.weights.size      # every weight read at least once

@@ -107,3 +107,17 @@ def test_full_size_text_matches_the_papers():
     assert len(m.conv_names) == 53 and m.shape["pool"] == (1280, 1, 1)
     assert r.shape["res5c"] == (2048, 7, 7)
     assert m.shape["block17_project"] == (320, 7, 7)
+
+
+def test_alexnet_with_int8_softmax(tmp_path):
+    """``make_alexnet.py --softmax``: the float softmax tail lowered to the int8 softmax
+    (compiler/quantize/softmax.py) compiles and runs bit-exactly after the logits."""
+    tool = load_tool("make_alexnet")
+    tool.build(tmp_path, width_div=16, calib=2, test=1, report=False, log=lambda *a: None,
+               softmax=True)
+    graph = read_tosa((tmp_path / "alexnet_int8.tosa").read_bytes())
+    assert graph.main.outputs == ["softmax"]
+    with np.load(tmp_path / "input.npz") as data:
+        x = {k: data[k] for k in data.files}
+    comp = run_pipeline(graph, DEFAULT_CONFIG)
+    compare_on_isa(comp.program, graph, x, DEFAULT_CONFIG)

@@ -40,7 +40,8 @@ def _tool():
 def built(tmp_path_factory):
     tool = _tool()
     out = tmp_path_factory.mktemp("alexnet16")
-    return tool, out, tool.build(out, width_div=16, calib=4, test=2, log=lambda *a: None)
+    return tool, out, tool.build(out, width_div=16, calib=4, test=2, log=lambda *a: None,
+                                softmax=True)
 
 
 def test_graph_is_appendix_b_verbatim():

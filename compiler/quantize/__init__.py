@@ -82,8 +82,8 @@ def quantize_graph(graph: Graph, calibration: Iterable[dict[str, np.ndarray]] | 
         logits = int_graph.main.outputs[0]
         if is_softmax_tail(removed, logits, len(int_graph.main.tensors[logits].shape)):
             out = append_integer_softmax(int_graph, qparams, logits)
-            notes.append(f"the float softmax after {logits} is the int8 softmax {out} "
-                         f"(scale 1/256, zero point -128)")
+            notes[-1] = (f"the float softmax after the logits {logits} is the int8 softmax "
+                         f"{out} (TFLite's kernel; scale 1/256, zero point -128)")
     add_const_ops(int_graph.main)
     return QuantizedModel(int_graph, qparams, list(int_graph.main.inputs),
                           list(int_graph.main.outputs), notes,

@@ -20,7 +20,7 @@ from compiler.quantize.qparams import QParams
 from tosa_ir import Graph, Operator
 from tosa_ir.errors import InvalidInput, Unsupported
 
-__all__ = ["is_softmax_tail", "append_integer_softmax", "SOFTMAX_SCALE", "SOFTMAX_ZERO_POINT"]
+__all__ = ["SOFTMAX_SCALE", "SOFTMAX_ZERO_POINT", "append_integer_softmax", "is_softmax_tail"]
 
 SOFTMAX_SCALE = 1.0 / 256.0
 SOFTMAX_ZERO_POINT = -128
