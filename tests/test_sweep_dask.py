@@ -125,7 +125,8 @@ def test_missing_dask_is_exit_3(model, monkeypatch, capsys, args):
 
 
 def test_bad_sweep_options(model, capsys):
-    for args in (["--arrays", "12"], ["--arrays", "x"], ["--sram", "0"], ["--jobs", "0"]):
+    for args in (["--arrays", "12"], ["--arrays", "x"], ["--sram", "0"], ["--jobs", "0"],
+                 ["--config", "small"]):
         code, _, err = _run(["estimate", str(model), "--sweep", *args], capsys)
         assert code == 2, args
         assert err.count("\n") == 1 and err.startswith("npu estimate: error")
