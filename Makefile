@@ -2,6 +2,7 @@
 #   make setup                 create .venv and install everything (pip only)
 #   make test                  the whole test suite (what CI runs)
 #   make sim MODEL=alexnet     run a model end to end on the RTL, bit-exact against the reference
+#                              (also resnet50, mobilenetv2: built on first use by tools/make_*.py)
 #   make bench                 benchmarks (speed and cycle figures)
 #   make docs                  regenerate generated documentation and headers
 

@@ -20,6 +20,7 @@ BENCHMARKS: dict[str, str] = {
     "isa_sim": "bench.isa_sim",           # ISA simulator speed
     "rtl": "bench.rtl",                   # RTL simulation speed, cycle agreement with the ISA simulator
     "roofline": "bench.roofline",         # per-layer cycles on the ISA simulator vs the roofline
+    "sweep": "bench.sweep",               # array-size sweep of the full-size networks (estimate)
 }
 
 

@@ -120,7 +120,7 @@ class NpuConfig:
         return asdict(self)
 
     @classmethod
-    def from_dict(cls, data: dict) -> "NpuConfig":
+    def from_dict(cls, data: dict) -> NpuConfig:
         known = {f.name for f in fields(cls)}
         unknown = set(data) - known
         if unknown:
@@ -139,3 +139,30 @@ SMALL_CONFIG = NpuConfig(
     asram_rows=1024, wsram_rows=512, acc_rows=256, psram_rows=32, imem_rows=256,
     ext_mem_bytes=256 * KIB,
 )
+
+
+def array_config(size: int) -> NpuConfig:
+    """The reference design with a ``size`` x ``size`` array, the bus and memories scaled with it.
+
+    One ASRAM/WSRAM row is one bus word of ``size`` bytes, so the bus is ``size`` bytes wide and
+    every memory keeps the default's depth in rows: its bytes grow with the array's width
+    (``size / 16`` times the default's).  The weight memory then holds the same number of
+    weight tiles (8192 rows / ``size`` rows per tile) and the accumulators the same number of
+    output rows, so a layer splits into the same kind of tiles at every size; what changes is
+    how much of each layer fills a tile (utilisation) and how fast the bus feeds it.
+    """
+    if size < 4 or size & (size - 1):
+        raise ValueError(f"array size must be a power of two >= 4, not {size}")
+    return NpuConfig(array_rows=size, array_cols=size, bus_bytes=size)
+
+
+# Named configurations (``npu ... --config NAME``): the array sizes the sweep covers.
+# ``default`` is the 16x16 reference design; ``small`` is the 4x4 test configuration.
+NAMED_CONFIGS = {
+    "default": DEFAULT_CONFIG,
+    "small": SMALL_CONFIG,
+    "array8": array_config(8),
+    "array16": DEFAULT_CONFIG,
+    "array32": array_config(32),
+    "array64": array_config(64),
+}

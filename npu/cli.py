@@ -28,7 +28,8 @@ def _add_calibrate_arg(p: argparse.ArgumentParser) -> None:
 
 def _add_config_arg(p: argparse.ArgumentParser) -> None:
     p.add_argument("--config", default="default", metavar="NAME|FILE.json",
-                   help="hardware configuration: 'default' (16x16), 'small' (4x4) or a JSON file "
+                   help="hardware configuration: 'default' (16x16), 'small' (4x4), 'array8', "
+                        "'array32', 'array64' (NxN array, bus and memories scaled) or a JSON file "
                         "of NpuConfig fields (default: %(default)s)")
 
 
@@ -69,6 +70,9 @@ def build_parser() -> argparse.ArgumentParser:
     est.add_argument("--plot", metavar="OUT.svg", help="also write a per-layer bar chart (SVG, cycles vs bound)")
     _add_calibrate_arg(est)
     _add_config_arg(est)
+    from npu import sweep
+
+    sweep.add_arguments(est)
     conformance.add_parser(sub)
     return parser
 
@@ -151,6 +155,10 @@ def cmd_estimate(args) -> int:
     from compiler.estimate import layers as estimate
     from npu import backends
 
+    if args.sweep:
+        from npu.sweep import run_sweep
+
+        return run_sweep(args)
     config = _load_config(args.config)
     model = backends.load_model(args.model, calibrate=args.calibrate)
     if model.graph is None:

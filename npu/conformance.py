@@ -294,13 +294,23 @@ class _Progress:
 
 
 def run_tests(tests: list[tuple[str, Path]], backend: str, config=None, jobs: int = 1,
-              progress: bool = True) -> list[TestResult]:
-    """Run ``tests`` (from :func:`find_tests`) in ``jobs`` processes; results in test order."""
+              progress: bool = True, scheduler: str | None = None,
+              dask: bool = False) -> list[TestResult]:
+    """Run ``tests`` (from :func:`find_tests`) in ``jobs`` processes, or on Dask (``scheduler``
+    address, or ``dask``: a local cluster of ``jobs`` workers; npu/dask_runner.py); results in
+    test order."""
     work = [(name, path, backend, config) for name, path in tests]
     bar = _Progress(len(work)) if progress else _Progress(0)
     results: dict[int, TestResult] = {}
     try:
-        if jobs <= 1:
+        if scheduler or dask:
+            from npu import dask_runner
+
+            for done, (i, result) in enumerate(dask_runner.map_unordered(
+                    _run_test_args, work, scheduler=scheduler, dask=True, jobs=max(jobs, 2)), 1):
+                results[i] = result
+                bar.update(done)
+        elif jobs <= 1:
             for i, item in enumerate(work):
                 results[i] = _run_test_args(item)
                 bar.update(i + 1)
@@ -390,6 +400,11 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     p.add_argument("--config", default="default", metavar="NAME|FILE.json",
                    help="isa/rtl: hardware configuration: 'default' (16x16), 'small' (4x4) or a "
                         "JSON file of NpuConfig fields (default: %(default)s)")
+    p.add_argument("--dask", action="store_true",
+                   help="run the tests on a local Dask cluster of --jobs workers (at least 2)")
+    p.add_argument("--scheduler", metavar="ADDRESS",
+                   help="run the tests on the Dask scheduler at ADDRESS (tcp://host:port); "
+                        "its workers must see the test folders at the same paths")
     return p
 
 
@@ -401,7 +416,8 @@ def run(args) -> int:
     config = None
     if args.backend != "ref":
         config = load_config(args.config)
-    results = run_tests(tests, args.backend, config=config, jobs=min(args.jobs, len(tests)))
+    results = run_tests(tests, args.backend, config=config, jobs=min(args.jobs, len(tests)),
+                        scheduler=args.scheduler, dask=args.dask)
     print(format_report(results, verbose=args.verbose))
     return 1 if any(r.verdict == FAILED for r in results) else 0
 

@@ -25,13 +25,17 @@ MODEL_SUFFIXES = (".tosa", ".nnef", ".tgz", ".circle", ".tflite", ".xml")
 # Models whose weights are generated rather than committed: name -> (builder script, output
 # folder).  The builder writes <folder>/<name>_int8.tosa and <folder>/input.npz once; later runs
 # reuse them.
-GENERATED = {"alexnet": (ROOT / "tools" / "make_alexnet.py", ROOT / "build" / "alexnet")}
+GENERATED = {name: (ROOT / "tools" / f"make_{name}.py", ROOT / "build" / name)
+             for name in ("alexnet", "resnet50", "mobilenetv2")}
 
 
 def _generate(name: str) -> tuple[Path, Path]:
     script, out = GENERATED[name]
     model, inputs = out / f"{name}_int8.tosa", out / "input.npz"
-    if not (model.is_file() and inputs.is_file()):
+    # Rebuilt when missing or older than its builder (a changed builder changes the model).
+    builders = [script, script.parent / "nnef_synth.py", script.parent / "make_alexnet.py"]
+    newest = max(p.stat().st_mtime for p in builders if p.is_file())
+    if not (model.is_file() and inputs.is_file()) or model.stat().st_mtime < newest:
         import runpy
 
         print(f"building {name} with {script.relative_to(ROOT)} (once; cached in {out.relative_to(ROOT)})")
@@ -78,13 +82,14 @@ def main(argv=None) -> int:
         with np.load(input_path) as data:
             inputs = {k: data[k] for k in data.files}
         inputs = backends.bind_inputs(inputs, model.input_names, str(input_path))
-        print(f"model {args.model}: {model_path.relative_to(ROOT)}")
+        print(f"model {args.model}: {model_path.relative_to(ROOT)}", flush=True)
         t = time.perf_counter()
         golden, _ = backends.run(model, inputs, "ref", DEFAULT_CONFIG)
-        print(f"reference interpreter: {time.perf_counter() - t:.2f} s")
+        print(f"reference interpreter: {time.perf_counter() - t:.2f} s", flush=True)
         t = time.perf_counter()
         program = backends.compile_model(model, DEFAULT_CONFIG)
-        print(f"compiled: {len(program.instructions)} instructions in {time.perf_counter() - t:.2f} s")
+        print(f"compiled: {len(program.instructions)} instructions in {time.perf_counter() - t:.2f} s",
+              flush=True)
         compiled = backends.Model(model.source, program=program)
         ok = True
         for backend in ("isa", "rtl") if args.backend == "rtl" else ("isa",):
@@ -94,7 +99,8 @@ def main(argv=None) -> int:
             macs = program.info.get("macs", 0)
             cycles = stats["cycles"]
             util = 100.0 * macs / (cycles * program.config.macs_per_cycle) if cycles and macs else 0.0
-            print(f"{backend}: {cycles} cycles, MAC utilisation {util:.1f}% ({macs} MACs), {seconds:.2f} s")
+            print(f"{backend}: {cycles} cycles, MAC utilisation {util:.1f}% ({macs} MACs), {seconds:.2f} s",
+                  flush=True)
             ok &= _compare(backend, outputs, golden)
         print("RESULT: " + ("bit-exact match on every backend" if ok else "MISMATCH"))
         return 0 if ok else 1

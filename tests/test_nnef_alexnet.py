@@ -26,7 +26,10 @@ ROOT = Path(__file__).resolve().parents[1]
 SPEC = ROOT.parent / "shared" / "seeds" / "nnef-1.0-spec.txt"
 NPU_OPS = {"CONV2D", "DEPTHWISE_CONV2D", "MATMUL", "RESCALE", "CLAMP", "MAX_POOL2D",
            "AVG_POOL2D", "ADD", "RESHAPE", "TRANSPOSE", "CONCAT", "PAD", "SLICE", "CONST",
-           "CONST_SHAPE"}
+           "CONST_SHAPE",
+           # The int8 softmax (compiler/graph/quantize/softmax.py).
+           "REDUCE_MAX", "REDUCE_SUM", "SUB", "MUL", "TABLE", "CLZ", "BITWISE_AND",
+           "LOGICAL_LEFT_SHIFT", "ARITHMETIC_RIGHT_SHIFT", "GREATER", "SELECT"}
 
 
 def _tool():
@@ -37,7 +40,8 @@ def _tool():
 def built(tmp_path_factory):
     tool = _tool()
     out = tmp_path_factory.mktemp("alexnet16")
-    return tool, out, tool.build(out, width_div=16, calib=4, test=2, log=lambda *a: None)
+    return tool, out, tool.build(out, width_div=16, calib=4, test=2, log=lambda *a: None,
+                                softmax=True)
 
 
 def test_graph_is_appendix_b_verbatim():
@@ -57,14 +61,18 @@ def test_reduced_alexnet_pipeline(built):
     assert {op.op for op in block.operators} <= NPU_OPS
     assert [op.op for op in block.operators].count("CONV2D") == 8
     assert block.inputs == ["input"] and block.tensors["input"].shape == (1, 3, 224, 224)
-    assert block.outputs == ["conv8"] and block.tensors["conv8"].shape == (1, 1, 1, 62)
+    # The int8 softmax after the logits conv8: class probabilities, scale 1/256, zp -128.
+    assert block.outputs == ["softmax"] and block.tensors["softmax"].shape == (1, 1, 1, 62)
+    assert block.tensors["conv8"].shape == (1, 1, 1, 62)
     inputs = dict(np.load(out / "input.npz"))
     expected = dict(np.load(out / "expected.npz"))
     ours = run_graph(graph, inputs)
-    np.testing.assert_array_equal(ours["conv8"], expected["conv8"])
+    np.testing.assert_array_equal(ours["softmax"], expected["softmax"])
     status, official = official_run(graph, inputs)
     assert status == "VALID"
-    np.testing.assert_array_equal(official["conv8"], ours["conv8"])
+    np.testing.assert_array_equal(official["softmax"], ours["softmax"])
+    probs = ours["softmax"].astype(np.int64) + 128
+    assert abs(probs.sum() - 256) <= 8
     errors = {e.name: e.snr_db for e in result["errors"]}
     assert set(errors) >= {"relu1", "pool1", "relu5", "pool3", "relu7", "conv8"}
     assert min(errors.values()) > 25.0, errors        # measured: 30.5 dB (conv8) and up

@@ -36,3 +36,11 @@ def small_alexnet(out: Path) -> tuple[Path, Path]:
     model) into folder ``out``: (the int8 .tosa model, its input .npz)."""
     load_tool("make_alexnet").build(out, width_div=16, calib=2, test=1, report=False, log=lambda *a: None)
     return out / "alexnet_int8.tosa", out / "input.npz"
+
+
+def small_network(name: str, out: Path, width_div: int, size: int = 224) -> tuple[Path, Path]:
+    """Build ``tools/make_<name>.py``'s network (resnet50, mobilenetv2) at 1/``width_div``
+    width into folder ``out``: (the int8 .tosa model, its input .npz)."""
+    load_tool(f"make_{name}").build(out, width_div=width_div, size=size, calib=2, test=1,
+                                    report=False, log=lambda *a: None)
+    return out / f"{name}_int8.tosa", out / "input.npz"

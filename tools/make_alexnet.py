@@ -16,8 +16,13 @@ Steps (all seeded, so every run gives the same bytes):
    cost of every layer of the int8 graph (output shape, MACs, parameters).
 
 ``--width-div N`` divides every channel count by N (same topology and spatial sizes): the
-reduced model the tests use.  The softmax at the end is left out of the integer graph,
-which stops at the logits (conv8); see ``models/alexnet/README.md``.
+reduced model the tests use.  By default the softmax at the end is left out of the integer
+graph, which stops at the logits (conv8); see ``models/alexnet/README.md``.  ``--softmax``
+ends it with the int8 softmax of TFLite's reference kernel instead
+(compiler/graph/quantize/softmax.py): class probabilities, scale 1/256, zero point -128.  Not the
+default while programs must fit the 2,048-entry instruction memory: the softmax's ~250
+instructions make the compiler choose more compact, slower plans for conv0 and conv1
+(5,975,326 cycles instead of 5,811,724; PERFORMANCE.md).
 
 Usage: ``python tools/make_alexnet.py [--out build/alexnet] [--width-div 1] [--calib 8]``
 """
@@ -39,6 +44,7 @@ if str(ROOT) not in sys.path:
 
 from compiler.frontends.nnef.load import load_nnef_model  # noqa: E402
 from compiler.frontends.nnef.dat import write_float  # noqa: E402
+from compiler.frontends.circle.softmax_tail import append_integer_softmax  # noqa: E402
 from compiler.graph.quantize import format_table, layer_errors, quantize_graph  # noqa: E402
 
 GRAPH_FILE = ROOT / "models" / "alexnet" / "graph.nnef"
@@ -195,7 +201,7 @@ def _npz_bytes(arrays: dict[str, np.ndarray]) -> bytes:
 
 def build(out: Path, width_div: int = 1, calib: int = 8, test: int = 2, seed: int = SEED,
           method: str = "minmax", rounding_mode: str = "DOUBLE_ROUND", report: bool = True,
-          log=print) -> dict:
+          log=print, softmax: bool = False) -> dict:
     """Build everything into ``out``; returns timings, paths and the quantized model."""
     times = {}
     t0 = time.perf_counter()
@@ -210,7 +216,8 @@ def build(out: Path, width_div: int = 1, calib: int = 8, test: int = 2, seed: in
     t0 = time.perf_counter()
     calib_set = [{input_name: x} for x in smooth_images(calib, seed + 1)]
     qm = quantize_graph(model.float_graph, calib_set, method=method,
-                        rounding_mode=rounding_mode)
+                        rounding_mode=rounding_mode,
+                        integer_softmax=append_integer_softmax if softmax else None)
     times["quantize"] = time.perf_counter() - t0
 
     from tosa_ir.tosa_fb import write_tosa
@@ -253,11 +260,13 @@ def main(argv=None) -> int:
     ap.add_argument("--rounding", choices=("DOUBLE_ROUND", "SINGLE_ROUND"),
                     default="DOUBLE_ROUND")
     ap.add_argument("--no-report", action="store_true")
+    ap.add_argument("--softmax", action="store_true",
+                    help="end at class probabilities (int8 softmax) instead of the logits")
     args = ap.parse_args(argv)
     args.out.mkdir(parents=True, exist_ok=True)
     t0 = time.perf_counter()
     res = build(args.out, args.width_div, args.calib, args.test, args.seed, args.method,
-                args.rounding, not args.no_report)
+                args.rounding, not args.no_report, softmax=args.softmax)
     total = time.perf_counter() - t0
     qm = res["qmodel"]
     print()

@@ -13,7 +13,7 @@ evaluator), :mod:`.calibrate` (ranges), :mod:`.prepare` (folds, logits cut),
 """
 from __future__ import annotations
 
-from typing import Iterable
+from typing import Callable, Iterable
 
 import numpy as np
 
@@ -25,13 +25,14 @@ from compiler.graph.quantize.prepare import (
 )
 from compiler.graph.quantize.qparams import QParams, activation_qparams, quantize_multiplier
 from compiler.graph.quantize.report import LayerError, format_table, layer_errors
+from compiler.graph.quantize.softmax import is_softmax_tail
 from tosa_ir import Graph
 
 
 def quantize_graph(graph: Graph, calibration: Iterable[dict[str, np.ndarray]] | None = None,
                    *, given: dict[str, QParams] | None = None, method: str = "minmax",
                    percentile: float = 99.99, rounding_mode: str = "DOUBLE_ROUND",
-                   stop_at_logits: bool = True) -> QuantizedModel:
+                   stop_at_logits: bool = True, integer_softmax: Callable | None = None) -> QuantizedModel:
     """Quantize a float TOSA graph to int8.
 
     Parameters
@@ -50,6 +51,12 @@ def quantize_graph(graph: Graph, calibration: Iterable[dict[str, np.ndarray]] | 
         RESCALE rounding: "DOUBLE_ROUND" (TFLite-compatible) or "SINGLE_ROUND".
     stop_at_logits
         Remove a float-only output tail (softmax) and end the graph at its input.
+    integer_softmax
+        None, or a function ``(graph, qparams, logits) -> name`` that appends an int8
+        softmax: when the removed tail is a softmax over the logits' channels, the integer
+        graph ends with it instead (compiler/frontends/circle/softmax_tail.py's
+        ``append_integer_softmax``: TFLite's reference kernel, output scale 1/256, zero point
+        -128; see compiler/graph/quantize/softmax.py).
 
     Raises
     ------
@@ -72,6 +79,12 @@ def quantize_graph(graph: Graph, calibration: Iterable[dict[str, np.ndarray]] | 
         ranges = calibrate(prepared, calibration, method, percentile)
     int_graph, qparams = lower(prepared, ParamSource(prepared.main, given, ranges),
                                rounding_mode)
+    if removed and integer_softmax and len(int_graph.main.outputs) == 1:
+        logits = int_graph.main.outputs[0]
+        if is_softmax_tail(removed, logits, len(int_graph.main.tensors[logits].shape)):
+            out = integer_softmax(int_graph, qparams, logits)
+            notes[-1] = (f"the float softmax after the logits {logits} is the int8 softmax "
+                         f"{out} (TFLite's kernel; scale 1/256, zero point -128)")
     add_const_ops(int_graph.main)
     return QuantizedModel(int_graph, qparams, list(int_graph.main.inputs),
                           list(int_graph.main.outputs), notes,

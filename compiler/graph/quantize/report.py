@@ -47,7 +47,9 @@ def layer_errors(qmodel, samples: Iterable[dict[str, np.ndarray]],
     probe = copy_graph(qmodel.graph)
     block = probe.main
     producers = block.producers()
-    names = [n for op in block.operators for n in op.outputs if n in qmodel.qparams]
+    # Tensors of the float graph only (not the integer softmax that replaces its tail).
+    names = [n for op in block.operators for n in op.outputs
+             if n in qmodel.qparams and n in qmodel.float_graph.main.tensors]
     block.outputs = list(dict.fromkeys(names + list(block.outputs)))
     fprod = qmodel.float_graph.main.producers()
     signal = {n: 0.0 for n in names}
