@@ -113,6 +113,7 @@ def compile_graph(graph: Graph, config: NpuConfig = DEFAULT_CONFIG, loops: bool 
     """
     from compiler.passes.control_link import compile_linked, needs_linking
 
+    graph.check_structure()             # recursion into a running block: illegal, never inlined
     if needs_linking(graph):        # WHILE_LOOP, big COND_IF: pieces linked with BRANCHes
         check_variable_blocks(graph, linked=True)
         return compile_linked(graph, config, loops)
