@@ -25,7 +25,7 @@ SLICE = ROOT / "models" / "slice" / "conv_rescale_clamp.tosa"
 SLICE_INPUTS = ROOT / "models" / "slice" / "input.npz"
 
 # The ISA side of a graph check: watchdog and instruction-count bounds for fuzzing.
-FUZZ_MAX_CYCLES = 200_000
+FUZZ_MAX_CYCLES = 100_000
 
 
 def guarded(fn, *args) -> int:
