@@ -351,9 +351,11 @@ class IsaTarget(Target):
         return guarded(run_random_program, int(arg, 16))
 
 
-def random_program(seed: int, length: int = 12):
+def random_program(seed: int, length: int = 12, wide: bool = True, wait: int | None = None):
     """``length`` instructions with random fields (each in its field's range, small values
-    three times in four so addresses often land inside the scratchpads) then HALT."""
+    three times in four so addresses often land inside the scratchpads; only small ones
+    unless ``wide``) then HALT.  ``wait``: force every wait mask (7: fully serialised, so
+    the result cannot depend on how units overlap)."""
     from isa.encoding import HEADER_FIELDS, Instruction
     from isa.instructions import BY_NAME
 
@@ -366,7 +368,9 @@ def random_program(seed: int, length: int = 12):
         for f in tuple(HEADER_FIELDS) + tuple(d.fields):
             if f.name == "opcode":
                 continue
-            if int(rng.integers(4)) < 3:
+            if f.name == "wait" and wait is not None:
+                values[f.name] = wait
+            elif int(rng.integers(4)) < 3 or not wide:
                 values[f.name] = int(rng.integers(max(f.min, -4), min(f.max, 40), endpoint=True))
             else:
                 values[f.name] = int(rng.integers(f.min, f.max, endpoint=True))

@@ -350,10 +350,15 @@ def test_endless_while_loop_stops_quickly_on_the_reference():
     assert interp.loop_iterations == 10_001       # the budget (was 10^6: minutes)
 
 
-def test_pool_filter_beyond_the_level():
-    from compiler.frontends import circle_ops_nn
-
-    assert circle_ops_nn.MAX_KERNEL == 8192
+def test_pool_filter_beyond_the_level(tmp_path, capsys):
+    """avgpool_rounding.tflite with its first AVERAGE_POOL_2D's filter_width (the int32 at
+    byte 728) set to 2^31 - 1: lowering it built a 2^31-element ones tensor."""
+    data = bytearray((ROOT / "tests" / "fixtures" / "tflite" / "avgpool_rounding.tflite").read_bytes())
+    assert struct.unpack_from("<i", data, 728)[0] == 2
+    struct.pack_into("<i", data, 728, 2 ** 31 - 1)
+    path = tmp_path / "pool.tflite"
+    path.write_bytes(bytes(data))
+    assert_error(cli(capsys, "compile", path, "-o", tmp_path / "p.npuprog"), 2, "pool.tflite", "8192")
 
 
 def test_nan_float_inputs_are_refused():
