@@ -5,13 +5,17 @@
 #                              (also resnet50, mobilenetv2: built on first use by tools/make_*.py)
 #   make bench                 benchmarks (speed and cycle figures)
 #   make docs                  regenerate generated documentation and headers
+#   make fuzz                  fuzz campaigns over every input kind (FUZZ_COUNT inputs each);
+#                              findings are added to fuzz/corpus/, which `make test` replays
 
 VENV    ?= .venv
 PYTHON  ?= $(VENV)/bin/python
 MODEL   ?= slice
 BACKEND ?= rtl
+FUZZ_COUNT ?= 10000
+FUZZ_SEED ?= 1
 
-.PHONY: setup test test-fast sim bench docs clean
+.PHONY: setup test test-fast sim bench docs fuzz clean
 
 setup:
 	python3 -m venv $(VENV)
@@ -29,6 +33,9 @@ sim:
 
 bench:
 	$(PYTHON) -m bench
+
+fuzz:
+	$(PYTHON) -m fuzz --count $(FUZZ_COUNT) --seed $(FUZZ_SEED)
 
 docs:
 	$(PYTHON) -m isa.generate

@@ -75,7 +75,8 @@ def run_checked(build_dir, config: NpuConfig, instrs, memory: bytes | bytearray,
 
 
 def lockstep(build_dir, config: NpuConfig, instrs, memory: bytes | bytearray,
-             expect: ErrorCode | None = ErrorCode.NONE, hazard_free: bool = True):
+             expect: ErrorCode | None = ErrorCode.NONE, hazard_free: bool = True,
+             max_cycles: int = 0):
     """Run ``instrs`` (placed at address 0 of ``memory``) on the RTL and on the ISA simulator;
     everything observable must agree: ERROR_CODE, STOP_PC, the interrupt line, CYCLES and the
     busy counters, every external-memory byte and every scratchpad row.
@@ -83,7 +84,7 @@ def lockstep(build_dir, config: NpuConfig, instrs, memory: bytes | bytearray,
     ``expect``: the error code the run must stop with (None: whatever the ISA simulator
     says).  ``hazard_free``: the ISA simulator's hazard checker must find no conflict the wait
     masks leave unordered (off for programs that are deliberately unordered, e.g. error
-    stops).  Returns ``(rtl, ref)``.
+    stops).  ``max_cycles``: the watchdog (MAX_CYCLES) on both.  Returns ``(rtl, ref)``.
     """
     from sim.isa.sim import IsaSim
 
@@ -91,12 +92,12 @@ def lockstep(build_dir, config: NpuConfig, instrs, memory: bytes | bytearray,
     place_program(mem, instrs)
     image = bytes(mem)
     program = Program(config, list(instrs))
-    ref = IsaSim(config, check_hazards=hazard_free).run(program, image)
+    ref = IsaSim(config, check_hazards=hazard_free).run(program, image, max_cycles=max_cycles)
     if hazard_free:
         assert not ref.hazards, ref.hazards[0]
     if expect is not None:
         assert ref.error_code == expect, ref.error_message
-    rtl = run_program(program, image, build_dir=build_dir, dump_srams=True)
+    rtl = run_program(program, image, build_dir=build_dir, dump_srams=True, watchdog=max_cycles)
     assert (rtl.error_code, rtl.stop_pc) == (ref.error_code, ref.stop_pc), \
         (rtl.error_code, rtl.stop_pc, ref.error_code, ref.stop_pc, ref.error_message)
     assert rtl.irq, "the interrupt line is not raised after the stop"

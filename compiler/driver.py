@@ -92,6 +92,7 @@ def compile_graph(graph: Graph, config: NpuConfig = DEFAULT_CONFIG, loops: bool 
     tosa_ir.errors.InvalidInput
         An illegal graph.
     """
+    graph.check_structure()             # recursion into a running block: illegal, never inlined
     if needs_linking(graph):        # WHILE_LOOP, big COND_IF: pieces linked with BRANCHes
         check_variable_blocks(graph, linked=True)
         return compile_linked(graph, config, loops, compile_graph)

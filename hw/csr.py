@@ -12,6 +12,13 @@ STATUS.ERROR, ERROR_CODE and STOP_PC, and raising IRQ_STATUS.PENDING.
 Boot checks, in this order, stop the NPU before it reads anything (STOP_PC 0):
 PROG_LEN > imem_rows is PROGRAM_TOO_LARGE; PROG_ADDR not a multiple of bus_bytes is
 DMA_MISALIGNED; PROG_ADDR + 32 * PROG_LEN > ext_mem_bytes is DMA_OUT_OF_RANGE.
+
+Watchdog: with MAX_CYCLES = M > 0, from the cycle in which CYCLES reaches M (cycle M after
+START) the block holds ``abort`` high; the sequencer then issues nothing more and stops with
+WATCHDOG once every unit is idle (sim/npu_timing.py states the exact rule).  The driver sets
+it from the program's cycle estimate plus a margin, so a program that loops forever ends
+with an error and the interrupt instead of hanging.  A counter and a comparator beside the
+cycle counter: the check costs no cycle.
 """
 from __future__ import annotations
 
@@ -74,6 +81,8 @@ REGISTERS: tuple[Reg, ...] = (
         Bits("ARRAY_COLS", 8, 8, "NpuConfig.array_cols"),
         Bits("BUS_BYTES", 16, 8, "NpuConfig.bus_bytes"),
         Bits("MEM_LATENCY", 24, 8, "NpuConfig.mem_latency, saturated at 255"))),
+    Reg("MAX_CYCLES", 0x48, "rw", "watchdog: stop with WATCHDOG when CYCLES reaches this value "
+        "(nothing more issues; issued work completes); 0 disables"),
 )
 
 BY_NAME = {r.name: r for r in REGISTERS}
@@ -109,7 +118,7 @@ class CsrBlock(wiring.Component):
     """Register file, run status, performance counters and the interrupt line.
 
     Ports (besides ``bus``): ``start`` (to the sequencer, one cycle), ``prog_addr`` and
-    ``prog_len``; from the sequencer ``running`` (booting or running), ``stop`` (one cycle,
+    ``prog_len``; ``abort`` (to the sequencer: the watchdog tripped); from the sequencer ``running`` (booting or running), ``stop`` (one cycle,
     with ``stop_code``/``stop_pc``); ``unit_busy`` (bit i: unit i of isa.Unit); ``irq``.
     """
 
@@ -127,6 +136,7 @@ class CsrBlock(wiring.Component):
             "unit_busy": In(len(UNITS)),
             "irq": Out(1),
             "stopped": Out(1),
+            "abort": Out(1),
         })
 
     def elaborate(self, platform):
@@ -153,6 +163,10 @@ class CsrBlock(wiring.Component):
             m.d.sync += self.prog_addr.eq(bus.w_data)
         with m.If(writes("PROG_LEN")):
             m.d.sync += self.prog_len.eq(bus.w_data)
+        max_cycles = Signal(CSR_DATA_BITS)
+        with m.If(writes("MAX_CYCLES")):
+            m.d.sync += max_cycles.eq(bus.w_data)
+        m.d.comb += self.abort.eq(self.running & (max_cycles != 0) & (cycles >= max_cycles))
         with m.If(writes("IRQ_ENABLE")):
             m.d.sync += irq_enable.eq(bus.w_data[_field("IRQ_ENABLE", "STOP").lsb])
         with m.If(writes("IRQ_STATUS") & bus.w_data[_field("IRQ_STATUS", "PENDING").lsb]):
@@ -193,6 +207,7 @@ class CsrBlock(wiring.Component):
             "CYCLES_HI": cycles[32:],
             "HW_ID": Const(HW_ID, 32),
             "HW_CONFIG": Const(hw_config, 32),
+            "MAX_CYCLES": max_cycles,
         }
         for unit, counter in zip(UNITS, busy_counters):
             values[f"{unit}_BUSY_LO"] = counter[:32]

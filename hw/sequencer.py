@@ -26,6 +26,9 @@ States (cycle 0 is the cycle after the CTRL.START write):
   stack's ``jump``), so the target reaches IR two cycles after the issue.  A taken backward
   branch that would pass its ``limit`` (``back_taken``, reset by CTRL.START) stops the NPU
   with BRANCH_LIMIT instead, once every unit is idle.
+* ``abort`` (the watchdog, hw/csr.py): while high nothing issues, and the NPU stops with
+  WATCHDOG in the first cycle in which IR holds an instruction and every unit is idle (an
+  error code of the instruction in IR, or BRANCH_LIMIT, takes precedence).
 """
 from __future__ import annotations
 
@@ -71,6 +74,7 @@ class Sequencer(wiring.Component):
             "prog_addr": In(32),
             "prog_len": In(32),
             "running": Out(1),
+            "abort": In(1),
             "stop": Out(1),
             "stop_code": Out(CODE_BITS),
             "stop_pc": Out(PC_BITS),
@@ -245,12 +249,12 @@ class Sequencer(wiring.Component):
                 with m.Elif(issue):
                     m.d.sync += ir_valid.eq(0)
 
-                ok = ir_valid & (ir_err == ErrorCode.NONE)
+                ok = ir_valid & (ir_err == ErrorCode.NONE) & ~self.abort
                 with m.Switch(ir_opcode):
                     with m.Case(opcode("SYNC"), opcode("LOOP")):
                         m.d.comb += issue.eq(ok & wait_ok)
                     with m.Case(opcode("BRANCH")):
-                        m.d.comb += issue.eq(br_armed & ~limit_hit)
+                        m.d.comb += issue.eq(br_armed & ~limit_hit & ~self.abort)
                         with m.If(ok & wait_ok & ~br_armed):
                             m.d.sync += br_armed.eq(1)
                         with m.If(issue):
@@ -263,10 +267,12 @@ class Sequencer(wiring.Component):
                         with m.Case(opcode(name)):
                             m.d.comb += [issue.eq(ok & wait_ok & port.ready), port.start.eq(issue)]
 
-                stopping = (ir_valid & ((ir_err != ErrorCode.NONE) | (ir_opcode == opcode("HALT")))) | limit_hit
+                stopping = (ir_valid & ((ir_err != ErrorCode.NONE) | (ir_opcode == opcode("HALT")) | self.abort)) \
+                    | limit_hit
+                code = Mux(limit_hit, ErrorCode.BRANCH_LIMIT, Mux(self.abort, ErrorCode.WATCHDOG, ErrorCode.NONE))
                 with m.If(stopping & all_idle):
                     m.d.comb += [self.stop.eq(1), self.stop_pc.eq(ir_pc),
-                                 self.stop_code.eq(Mux(limit_hit, ErrorCode.BRANCH_LIMIT, ir_err))]
+                                 self.stop_code.eq(Mux(ir_err != ErrorCode.NONE, ir_err, code))]
                     m.d.sync += br_armed.eq(0)
                     m.next = "IDLE"
         return m

@@ -111,6 +111,7 @@ class Npu(wiring.Component):
             seq.start.eq(csrs.start),
             seq.prog_addr.eq(csrs.prog_addr),
             seq.prog_len.eq(csrs.prog_len),
+            seq.abort.eq(csrs.abort),
             csrs.running.eq(seq.running),
             csrs.stop.eq(seq.stop),
             csrs.stop_code.eq(seq.stop_code),

@@ -19,6 +19,14 @@ from dataclasses import asdict, dataclass, fields
 
 KIB = 1024
 
+# Upper bounds of the fields, so that a configuration read from a file (a program image's
+# header, ``--config FILE.json``) cannot make a simulator allocate terabytes: far above any
+# NPU this generation describes (SRAMs of at most 512 KiB, a 4 GiB external address space).
+MAX_ARRAY = 128             # array_rows, array_cols, bus_bytes
+MAX_ROWS = 1 << 20          # every on-chip memory's depth
+MAX_EXT_ADDR_BITS = 32
+MAX_MEM_LATENCY = 4096
+
 
 @dataclass(frozen=True)
 class NpuConfig:
@@ -60,8 +68,15 @@ class NpuConfig:
     def __post_init__(self):
         for f in fields(self):
             value = getattr(self, f.name)
-            if not isinstance(value, int) or value <= 0:
+            if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
                 raise ValueError(f"NpuConfig.{f.name} must be a positive integer, not {value!r}")
+        limits = {"array_rows": MAX_ARRAY, "array_cols": MAX_ARRAY, "bus_bytes": MAX_ARRAY,
+                  "ext_addr_bits": MAX_EXT_ADDR_BITS, "mem_latency": MAX_MEM_LATENCY,
+                  "ext_mem_bytes": 1 << MAX_EXT_ADDR_BITS}
+        for f in fields(self):
+            limit = limits.get(f.name, MAX_ROWS)
+            if getattr(self, f.name) > limit:
+                raise ValueError(f"NpuConfig.{f.name} = {getattr(self, f.name)} exceeds its limit of {limit}")
         if self.array_rows != self.bus_bytes or self.array_cols != self.bus_bytes:
             # One ASRAM/WSRAM row is one bus word: DMA moves rows at full bandwidth.
             raise ValueError("this NPU generation needs array_rows == array_cols == bus_bytes")
@@ -121,6 +136,8 @@ class NpuConfig:
 
     @classmethod
     def from_dict(cls, data: dict) -> NpuConfig:
+        if not isinstance(data, dict):
+            raise ValueError(f"a configuration is a JSON object of NpuConfig fields, not {type(data).__name__}")
         known = {f.name for f in fields(cls)}
         unknown = set(data) - known
         if unknown:

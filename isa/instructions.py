@@ -192,6 +192,7 @@ class ErrorCode(enum.IntEnum):
     PROGRAM_TOO_LARGE = 5     # the program does not fit in the instruction memory
     PC_OVERFLOW = 6           # execution ran off the end of the program without HALT
     BRANCH_LIMIT = 7          # a taken backward BRANCH would exceed its budget (`limit`)
+    WATCHDOG = 8              # the run reached MAX_CYCLES (hw/csr.py): nothing more issued
 
 
 @dataclass(frozen=True)

@@ -20,6 +20,8 @@ the outputs back from a final memory: the same code serves every backend.
 from __future__ import annotations
 
 import json
+import os
+import stat
 import struct
 from dataclasses import dataclass, field
 
@@ -27,10 +29,18 @@ import numpy as np
 
 from isa.config import NpuConfig
 from isa.encoding import EncodingError, Instruction, decode_program, encode_program
-from isa.layout import layout_bytes, pack, unpack
+from isa.layout import LAYOUTS, layout_bytes, pack, unpack
 
 MAGIC = b"NPUPROG\0"
 FORMAT_VERSION = 1
+
+# Bounds on what an image may declare (its header is untrusted: SECURITY.md).  isa/ imports
+# nothing of ours, so these mirror tosa_ir/limits.py rather than importing it.
+MAX_HEADER_BYTES = 16 << 20
+MAX_IMAGE_BYTES = 1 << 32
+MAX_RANK = 6
+MAX_DIM = (1 << 31) - 1
+BINDING_DTYPES = ("int8", "uint8", "int16", "uint16", "int32", "int64", "bool")
 
 
 class ProgramFormatError(ValueError):
@@ -147,6 +157,7 @@ class Program:
 
     @classmethod
     def from_bytes(cls, data: bytes, source: str = "<program>") -> "Program":
+        """Read and validate an image (see :func:`validate_header`); ProgramFormatError if bad."""
         def fail(msg):
             raise ProgramFormatError(f"{source}: {msg}")
 
@@ -155,36 +166,37 @@ class Program:
         version, jlen = struct.unpack_from("<II", data, 8)
         if version != FORMAT_VERSION:
             fail(f"program format version {version}, this tool reads {FORMAT_VERSION}")
+        if jlen > MAX_HEADER_BYTES:
+            fail(f"header of {jlen} bytes, more than {MAX_HEADER_BYTES}")
         if 16 + jlen > len(data):
             fail("truncated header")
         try:
             header = json.loads(data[16:16 + jlen])
-            config = NpuConfig.from_dict(header["config"])
+        except RecursionError:
+            fail("malformed header: JSON nested too deeply")
+        except ValueError as e:
+            fail(f"malformed header: {str(e).splitlines()[0]}")
+        try:
+            config, segs, inputs, outputs = validate_header(header, len(data) - 16 - jlen)
             payload = data[16 + jlen:]
-            segments = []
-            for s in header["segments"]:
-                if s["offset"] + s["size"] > len(payload):
-                    fail(f"segment {s['name']!r} is truncated")
-                segments.append(Segment(s["name"], int(s["addr"]), bytes(payload[s["offset"]:s["offset"] + s["size"]])))
-            prog_seg = next((s for s in segments if s.name == "program"), None)
-            if prog_seg is None:
-                fail("no program segment")
+            segments = [Segment(s["name"], s["addr"], bytes(payload[s["offset"]:s["offset"] + s["size"]]))
+                        for s in segs]
+            prog_seg = next(s for s in segments if s.name == "program")
             instructions = decode_program(prog_seg.data)
             if len(instructions) != header["instructions"]:
                 fail("instruction count does not match the header")
+            info = header.get("info", {})
             return cls(
                 config=config, instructions=instructions, program_addr=prog_seg.addr,
                 segments=[s for s in segments if s.name != "program"],
-                inputs=[_binding(b) for b in header["inputs"]],
-                outputs=[_binding(b) for b in header["outputs"]],
-                info=header.get("info", {}),
+                inputs=inputs, outputs=outputs, info=info if isinstance(info, dict) else {},
             )
         except ProgramFormatError:
             raise
         except EncodingError as e:
             fail(f"bad instruction stream: {e}")
-        except (KeyError, TypeError, ValueError) as e:
-            fail(f"malformed header: {e}")
+        except (KeyError, TypeError, ValueError, OverflowError, RecursionError) as e:
+            fail(f"malformed header: {str(e).splitlines()[0] if str(e) else type(e).__name__}")
 
     def save(self, path) -> None:
         with open(path, "wb") as f:
@@ -192,8 +204,27 @@ class Program:
 
     @classmethod
     def load(cls, path) -> "Program":
-        with open(path, "rb") as f:
-            return cls.from_bytes(f.read(), source=str(path))
+        """Read the image at ``path``: a regular file of at most MAX_IMAGE_BYTES."""
+        try:
+            st = os.stat(path)
+            if not stat.S_ISREG(st.st_mode):
+                raise ProgramFormatError(f"{path}: not a regular file")
+            if st.st_size > MAX_IMAGE_BYTES:
+                raise ProgramFormatError(f"{path}: {st.st_size} bytes, more than an image may have "
+                                         f"({MAX_IMAGE_BYTES})")
+            with open(path, "rb") as f:
+                data = f.read(st.st_size + 1)      # read(n) allocates n bytes up front
+        except OSError as e:
+            raise ProgramFormatError(f"{path}: cannot read: {e.strerror}") from None
+        return cls.from_bytes(data, source=str(path))
+
+    def check_runs_on(self, config: NpuConfig, source: str = "<program>") -> None:
+        """ProgramFormatError unless this program was compiled for ``config`` (the running
+        machine): a program for another configuration computes garbage there."""
+        if self.config != config:
+            mine, theirs = self.config.to_dict(), config.to_dict()
+            diff = ", ".join(f"{k} {mine[k]} (machine: {theirs[k]})" for k in mine if mine[k] != theirs[k])
+            raise ProgramFormatError(f"{source}: compiled for another NPU configuration: {diff}")
 
 
 def _binding_dict(b: TensorBinding) -> dict:
@@ -203,13 +234,98 @@ def _binding_dict(b: TensorBinding) -> dict:
     return d
 
 
-def _binding(d: dict) -> TensorBinding:
+def _int(value, what: str, low: int = 0, high: int | None = None) -> int:
+    """A JSON integer within [low, high]; ValueError naming ``what`` otherwise."""
+    if not isinstance(value, int) or isinstance(value, bool):
+        raise ValueError(f"{what} must be an integer, not {type(value).__name__}")
+    if value < low or (high is not None and value > high):
+        raise ValueError(f"{what} = {value} is outside [{low}, {high}]")
+    return value
+
+
+def _binding(d: dict, config: NpuConfig | None = None) -> TensorBinding:
+    """A binding from the header, every field checked: type, range, and (given ``config``)
+    that the tensor lies inside external memory."""
+    if not isinstance(d, dict):
+        raise ValueError("a tensor binding must be a JSON object")
+    name = d["name"]
+    if not isinstance(name, str):
+        raise ValueError("tensor name must be a string")
+    shape = d["shape"]
+    if not isinstance(shape, list) or len(shape) > MAX_RANK:
+        raise ValueError(f"tensor {name!r}: shape must be a list of at most {MAX_RANK} dimensions")
+    shape = tuple(_int(x, f"tensor {name!r} dimension", 0, MAX_DIM) for x in shape)
+    if d["dtype"] not in BINDING_DTYPES:
+        raise ValueError(f"tensor {name!r}: dtype {d['dtype']!r} is not one of {', '.join(BINDING_DTYPES)}")
+    if d["layout"] not in LAYOUTS:
+        raise ValueError(f"tensor {name!r}: layout {d['layout']!r} is not one of {', '.join(LAYOUTS)}")
+    if d["layout"] == "brick" and len(shape) != 4:
+        raise ValueError(f"tensor {name!r}: brick layout needs a rank-4 shape, not {list(shape)}")
+    addr = _int(d["addr"], f"tensor {name!r} addr", 0, config.ext_mem_bytes if config else None)
     perm = d.get("perm")
     if perm is not None:
-        perm = tuple(int(p) for p in perm)
-        if sorted(perm) != list(range(len(d["shape"]))):
-            raise ValueError(f"tensor {d['name']!r}: perm {list(perm)} is not a permutation of its axes")
-    return TensorBinding(d["name"], tuple(d["shape"]), d["dtype"], int(d["addr"]), d["layout"], perm)
+        if not isinstance(perm, list):
+            raise ValueError(f"tensor {name!r}: perm must be a list")
+        perm = tuple(_int(p, f"tensor {name!r} perm", 0, MAX_RANK) for p in perm)
+        if sorted(perm) != list(range(len(shape))):
+            raise ValueError(f"tensor {name!r}: perm {list(perm)} is not a permutation of its axes")
+    b = TensorBinding(name, shape, d["dtype"], addr, d["layout"], perm)
+    if config is not None:
+        count = 1
+        for x in shape:
+            count *= x
+        if count * np.dtype(b.dtype).itemsize > config.ext_mem_bytes:
+            raise ValueError(f"tensor {name!r} of shape {list(shape)} is larger than external memory")
+        end = addr + b.nbytes(config.bus_bytes)
+        if end > config.ext_mem_bytes:
+            raise ValueError(f"tensor {name!r} at {addr:#x} reaches {end:#x}, past the end of external "
+                             f"memory ({config.ext_mem_bytes:#x})")
+    return b
+
+
+def validate_header(header, payload_bytes: int):
+    """Check a decoded image header against itself and the configuration it names.
+
+    Returns ``(config, segments, inputs, outputs)``: segments as dicts with integer fields
+    known to lie inside the payload and inside external memory, exactly one named "program".
+    Raises ValueError/KeyError/TypeError naming the field at fault.
+    """
+    if not isinstance(header, dict):
+        raise ValueError("the header must be a JSON object")
+    config = NpuConfig.from_dict(header["config"])
+    _int(header["instructions"], "instructions", 0, config.imem_rows)
+    _int(header.get("program_addr", 0), "program_addr", 0, config.ext_mem_bytes)
+    if not isinstance(header["segments"], list):
+        raise ValueError("segments must be a list")
+    segments, names = [], set()
+    for s in header["segments"]:
+        if not isinstance(s, dict) or not isinstance(s.get("name"), str):
+            raise ValueError("a segment must be a JSON object with a string name")
+        name = s["name"]
+        if name in names:
+            raise ValueError(f"segment {name!r} appears twice")
+        names.add(name)
+        offset = _int(s["offset"], f"segment {name!r} offset", 0, payload_bytes)
+        size = _int(s["size"], f"segment {name!r} size", 0, payload_bytes)
+        addr = _int(s["addr"], f"segment {name!r} addr", 0, config.ext_mem_bytes)
+        if offset + size > payload_bytes:
+            raise ValueError(f"segment {name!r} is truncated (offset {offset} + size {size} > "
+                             f"{payload_bytes} payload bytes)")
+        if addr + size > config.ext_mem_bytes:
+            raise ValueError(f"segment {name!r} at {addr:#x} + {size} bytes is past the end of external "
+                             f"memory ({config.ext_mem_bytes:#x})")
+        segments.append({"name": name, "addr": addr, "offset": offset, "size": size})
+    if "program" not in names:
+        raise ValueError("no program segment")
+    for key in ("inputs", "outputs"):
+        if not isinstance(header[key], list):
+            raise ValueError(f"{key} must be a list")
+    inputs = [_binding(b, config) for b in header["inputs"]]
+    outputs = [_binding(b, config) for b in header["outputs"]]
+    seen = [b.name for b in inputs]
+    if len(set(seen)) != len(seen) or len({b.name for b in outputs}) != len(outputs):
+        raise ValueError("two tensor bindings share a name")
+    return config, segments, inputs, outputs
 
 
 def is_program_file(data: bytes) -> bool:

@@ -21,6 +21,20 @@ from tosa_ir.errors import InvalidInput
 # The RTL backend logs its progress every this many simulated cycles (long runs only).
 RTL_PROGRESS_CYCLES = 2_000_000
 
+# Watchdog (MAX_CYCLES, hw/csr.py) default for `npu run` on isa and rtl: the static cycle
+# estimate times WATCHDOG_FACTOR plus WATCHDOG_MARGIN cycles.  A program that runs longer
+# than that is taken to be running away (a data-dependent loop that never ends); the
+# margin is a few seconds of RTL simulation, the factor leaves room for loops whose trip
+# count the static estimate cannot know.  --max-cycles overrides it.
+WATCHDOG_FACTOR = 4
+WATCHDOG_MARGIN = 1_000_000
+# Issued work completes after the watchdog trips; the testbench gives up (a bug, not a
+# user error) only this many cycles after twice the limit.
+RTL_BACKSTOP = 10_000_000
+# The static estimate walks at most this many instructions in issue order (a hostile image
+# can nest LOOPs to 2^64 iterations; the walk must end quickly too).
+ESTIMATE_WALK = 200_000
+
 
 @dataclass
 class Model:
@@ -55,7 +69,10 @@ def load_model(path: str, calibrate: str | None = None) -> Model:
     """
     p = Path(path)
     head = b""
-    if p.is_file():
+    if p.exists() and not p.is_dir():
+        from tosa_ir.safe_io import check_regular_file
+
+        check_regular_file(p, "the model")      # a FIFO or device would block or never end
         try:
             with p.open("rb") as f:
                 head = f.read(16)
@@ -84,9 +101,31 @@ def compile_model(model: Model, config: NpuConfig) -> Program:
     return compile_graph(model.graph, config)
 
 
+def estimate_cycles(program: Program) -> int:
+    """Static cycle estimate of ``program`` (forward branches followed, data-dependent ones
+    not), its walk bounded by ESTIMATE_WALK instructions."""
+    from itertools import islice
+
+    from sim.npu_timing import TimingModel, _issue_order
+
+    model = TimingModel(program.config)
+    n = len(program.instructions)
+    stream = islice(_issue_order(program.instructions, n, program.config), ESTIMATE_WALK)
+    return model._run(stream, None, n, False).total_cycles
+
+
+def default_max_cycles(program: Program) -> int:
+    """The watchdog's default for ``program`` (see WATCHDOG_FACTOR)."""
+    return WATCHDOG_FACTOR * estimate_cycles(program) + WATCHDOG_MARGIN
+
+
 def run(model: Model, inputs: dict[str, np.ndarray], backend: str, config: NpuConfig,
-        waves: str | None = None) -> tuple[dict[str, np.ndarray], dict | None]:
-    """Run ``model`` on ``backend``; returns (outputs by name, cycle statistics or None)."""
+        waves: str | None = None, max_cycles: int | None = None) -> tuple[dict[str, np.ndarray], dict | None]:
+    """Run ``model`` on ``backend``; returns (outputs by name, cycle statistics or None).
+
+    On isa and rtl the watchdog stops the NPU after ``max_cycles`` (default
+    :func:`default_max_cycles`) with WATCHDOG: a runaway program ends in an error, not a hang.
+    """
     if backend == "ref":
         if model.graph is None:
             raise InvalidInput(f"{model.source}: the ref backend runs models, not compiled programs; "
@@ -95,22 +134,26 @@ def run(model: Model, inputs: dict[str, np.ndarray], backend: str, config: NpuCo
 
         return run_graph(model.graph, inputs), None
     program = compile_model(model, config)
+    try:
+        program.check_runs_on(config or program.config, model.source)
+    except ProgramFormatError as e:
+        raise InvalidInput(str(e)) from None
     _check_inputs(program, inputs, model.source)
+    expected = estimate_cycles(program)
+    limit = max_cycles if max_cycles is not None else WATCHDOG_FACTOR * expected + WATCHDOG_MARGIN
     if backend == "isa":
         from sim.isa.sim import IsaSim
 
-        result = IsaSim(program.config).run(program, program.memory_image(inputs))
+        result = IsaSim(program.config).run(program, program.memory_image(inputs), max_cycles=limit)
         busy, stop_pc = dict(result.busy), result.error_pc
     elif backend == "rtl":
         from hw.harness.simulation import run_program
 
-        from sim.npu_timing import TimingModel
-
         # The simulator's own log (with progress lines) is shown only for long runs.
-        expected = TimingModel(program.config).run(program.instructions).total_cycles
-        progress = RTL_PROGRESS_CYCLES if expected > 5 * RTL_PROGRESS_CYCLES else 0
+        progress = RTL_PROGRESS_CYCLES if min(expected, limit) > 5 * RTL_PROGRESS_CYCLES else 0
         result = run_program(program, bytes(program.memory_image(inputs)), waves=bool(waves),
-                             progress=progress)
+                             progress=progress, watchdog=limit,
+                             max_cycles=2 * limit + RTL_BACKSTOP)   # the testbench's own give-up
         busy, stop_pc = dict(result.unit_busy_cycles), result.stop_pc
         if waves:
             shutil.copyfile(result.waves, waves)
@@ -124,7 +167,7 @@ def run(model: Model, inputs: dict[str, np.ndarray], backend: str, config: NpuCo
 
 def _check_inputs(program: Program, inputs: dict[str, np.ndarray], source: str) -> None:
     for b in program.inputs:
-        array = inputs[b.name]
+        array = np.asarray(inputs[b.name])
         if tuple(array.shape) != tuple(b.shape):
             raise InvalidInput(f"{source}: input {b.name!r} has shape {tuple(array.shape)}, "
                                f"the model expects {tuple(b.shape)}")

@@ -19,6 +19,7 @@ import numpy as np
 
 from tosa_ir import Graph
 from tosa_ir.errors import InvalidInput, Unsupported
+from tosa_ir.safe_io import load_npy, load_npz
 
 FLOAT_TYPES = ("fp32", "fp16", "bf16")
 
@@ -53,19 +54,18 @@ def load_calibration(path: str, graph: Graph) -> list[dict[str, np.ndarray]]:
         raise InvalidInput(f"{path}: no .npz or .npy calibration files")
     samples: list[dict[str, np.ndarray]] = []
     for f in files:
-        try:
-            if f.suffix == ".npy":
-                if len(shapes) != 1:
-                    raise InvalidInput(f"{f}: .npy samples need a single-input graph")
-                (name, shape), = shapes.items()
-                arrays = {name: np.load(f, allow_pickle=False)}
-            else:
-                with np.load(f, allow_pickle=False) as data:
-                    arrays = {k: data[k] for k in data.files}
-                if len(shapes) == 1 and len(arrays) == 1:
-                    arrays = {next(iter(shapes)): next(iter(arrays.values()))}
-        except (OSError, ValueError, EOFError) as e:
-            raise InvalidInput(f"{f}: cannot read calibration data: {e}") from None
+        if f.suffix == ".npy":
+            if len(shapes) != 1:
+                raise InvalidInput(f"{f}: .npy samples need a single-input graph")
+            (name, shape), = shapes.items()
+            arrays = {name: load_npy(f, "calibration data")}
+        else:
+            arrays = load_npz(f, "calibration data")
+            if len(shapes) == 1 and len(arrays) == 1:
+                arrays = {next(iter(shapes)): next(iter(arrays.values()))}
+        for k, v in arrays.items():
+            if np.issubdtype(v.dtype, np.floating) and not np.isfinite(v).all():
+                raise InvalidInput(f"{f}: calibration data {k!r} holds NaN or infinite values")
         missing = [n for n in shapes if n not in arrays]
         if missing:
             raise InvalidInput(f"{f}: no calibration data for input(s) {', '.join(missing)}")
@@ -98,6 +98,10 @@ def quantize_inputs(qmodel, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarr
     """Float inputs -> the int8 codes the quantized graph takes; integer inputs pass as given
     (they are taken to be codes already)."""
     if all(np.issubdtype(np.asarray(x).dtype, np.floating) for x in inputs.values()):
+        for name, x in inputs.items():
+            if not np.isfinite(np.asarray(x)).all():
+                # Quantizing NaN gives an arbitrary code and a confident, meaningless answer.
+                raise InvalidInput(f"input {name!r} holds NaN or infinite values")
         return qmodel.quantize_inputs(inputs)
     return inputs
 

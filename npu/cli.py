@@ -7,7 +7,9 @@ but unsupported input.  User errors print one line to stderr, never a traceback.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import sys
+import warnings
 import time
 from pathlib import Path
 
@@ -27,10 +29,11 @@ def _add_calibrate_arg(p: argparse.ArgumentParser) -> None:
 
 
 def _add_config_arg(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--config", default="default", metavar="NAME|FILE.json",
+    p.add_argument("--config", default=None, metavar="NAME|FILE.json",
                    help="hardware configuration: 'default' (16x16), 'small' (4x4), 'array8', "
                         "'array32', 'array64' (NxN array, bus and memories scaled) or a JSON file "
-                        "of NpuConfig fields (default: %(default)s)")
+                        "of NpuConfig fields (default: a program's own, else 'default'); a program "
+                        "compiled for another configuration is refused")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -48,6 +51,9 @@ def build_parser() -> argparse.ArgumentParser:
                      help="inputs keyed by graph input name (one array under any key for a single-input graph)")
     run.add_argument("--output", metavar="OUT.npz", required=True, help="where to save outputs, keyed by output name")
     run.add_argument("--waves", metavar="FILE.fst", help="rtl backend: dump an FST waveform")
+    run.add_argument("--max-cycles", type=int, metavar="N",
+                     help="isa/rtl: stop the NPU with WATCHDOG after N cycles (default: the compiler's "
+                          "cycle estimate plus a margin)")
     _add_calibrate_arg(run)
     _add_config_arg(run)
 
@@ -78,13 +84,31 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _load_inputs(path: str) -> dict[str, np.ndarray]:
+    from tosa_ir.safe_io import load_npz
+
+    return load_npz(path, "inputs")
+
+
+def _check_writable(*paths: str | None) -> None:
+    """Fail before the (possibly long) work if an output cannot be written."""
+    import os
+
+    for path in paths:
+        if path is None:
+            continue
+        parent = Path(path).parent
+        if Path(path).is_dir():
+            raise InvalidInput(f"{path}: is a folder; cannot write output there")
+        if not parent.is_dir() or not os.access(parent, os.W_OK) or (
+                Path(path).exists() and not os.access(path, os.W_OK)):
+            raise InvalidInput(f"{path}: cannot write output (no such folder or no permission)")
+
+
+def _write(path: str, write, what: str) -> None:
     try:
-        with np.load(path, allow_pickle=False) as data:
-            return {k: data[k] for k in data.files}
+        write(path)
     except OSError as e:
-        raise InvalidInput(f"{path}: cannot read inputs: {e}") from None
-    except (ValueError, EOFError) as e:
-        raise InvalidInput(f"{path}: not a valid .npz file: {e}") from None
+        raise InvalidInput(f"{path}: cannot write {what}: {e.strerror or e}") from None
 
 
 def _print_summary(backend: str, inputs: dict, outputs: dict, seconds: float, stats: dict | None) -> None:
@@ -105,8 +129,14 @@ def _print_summary(backend: str, inputs: dict, outputs: dict, seconds: float, st
 def cmd_run(args) -> int:
     from npu import backends
 
-    config = _load_config(args.config)
+    _check_writable(args.output, args.waves)
+    if args.max_cycles is not None and args.max_cycles <= 0:
+        raise InvalidInput(f"--max-cycles {args.max_cycles}: must be a positive number of cycles")
     model = backends.load_model(args.model, calibrate=args.calibrate)
+    if model.program is not None and args.config is None:
+        config = model.program.config       # an image names its configuration
+    else:
+        config = _load_config(args.config)
     given = _load_inputs(args.inputs)
     inputs = backends.bind_inputs(given, model.input_names, args.inputs)
     if model.quantized is not None:
@@ -114,14 +144,15 @@ def cmd_run(args) -> int:
 
         inputs = quantize_inputs(model.quantized, inputs)
     start = time.perf_counter()
-    outputs, stats = backends.run(model, inputs, args.backend, config=config, waves=args.waves)
+    outputs, stats = backends.run(model, inputs, args.backend, config=config, waves=args.waves,
+                                  max_cycles=args.max_cycles)
     seconds = time.perf_counter() - start
     saved = dict(outputs)
     if model.quantized is not None:
         from npu.calibration import dequantize_outputs
 
         saved.update(dequantize_outputs(model.quantized, outputs))
-    np.savez(args.output, **saved)
+    _write(args.output, lambda p: np.savez(p, **saved), "outputs")
     _print_summary(args.backend, inputs, outputs, seconds, stats)
     return 0
 
@@ -129,14 +160,16 @@ def cmd_run(args) -> int:
 def cmd_compile(args) -> int:
     from npu import backends
 
+    _check_writable(args.output, args.asm)
     config = _load_config(args.config)
     model = backends.load_model(args.model, calibrate=args.calibrate)
     program = backends.compile_model(model, config)
-    program.save(args.output)
+    _write(args.output, program.save, "the program image")
     if args.asm:
         from isa.asm import disassemble
 
-        Path(args.asm).write_text(disassemble(program.instructions))
+        text = disassemble(program.instructions)
+        _write(args.asm, lambda p: Path(p).write_text(text), "the disassembly")
     print(f"wrote {args.output}: {len(program.instructions)} instructions, "
           f"{program.memory_extent()} bytes of external memory, for a "
           f"{config.array_rows}x{config.array_cols} NPU")
@@ -159,6 +192,7 @@ def cmd_estimate(args) -> int:
         from npu.sweep import run_sweep
 
         return run_sweep(args)
+    _check_writable(args.csv, args.plot)
     config = _load_config(args.config)
     model = backends.load_model(args.model, calibrate=args.calibrate)
     if model.graph is None:
@@ -194,6 +228,16 @@ def cmd_estimate(args) -> int:
 COMMANDS = {"run": cmd_run, "compile": cmd_compile, "estimate": cmd_estimate, "conformance": conformance.run}
 
 
+@contextlib.contextmanager
+def _quiet():
+    """No stray warning lines: numpy's RuntimeWarnings (overflow in the integer arithmetic the
+    TOSA pseudocode defines, invalid values in float calibration) and library warnings are
+    not the user's errors; real problems are raised as NpuError and printed as one line."""
+    with warnings.catch_warnings(), np.errstate(all="ignore"):
+        warnings.simplefilter("ignore")
+        yield
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
@@ -201,9 +245,12 @@ def main(argv: list[str] | None = None) -> int:
         parser.print_help()
         return 2
     try:
-        return COMMANDS[args.command](args)
+        with _quiet():
+            return COMMANDS[args.command](args)
     except NpuError as e:
-        print(f"npu {args.command}: error: {e}", file=sys.stderr)
+        # One line, whatever the message (tarfile and numpy write several).
+        text = " ".join(str(e).split("\n")).strip()
+        print(f"npu {args.command}: error: {text}", file=sys.stderr)
         return e.exit_code
     except KeyboardInterrupt:
         print(f"npu {args.command}: interrupted", file=sys.stderr)

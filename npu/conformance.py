@@ -32,7 +32,6 @@ unusable, else 0.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import time
 import traceback
@@ -96,15 +95,42 @@ class _BadTest(Exception):
 
 
 def _read_desc(folder: Path) -> dict:
+    """desc.json, every field the runner uses checked for its JSON type; file names must
+    stay inside the test folder (no absolute paths, no ``..``)."""
+    from tosa_ir.safe_io import load_json
+
     try:
-        desc = json.loads((folder / DESC).read_text())
-    except (OSError, ValueError) as e:
+        desc = load_json(folder / DESC, DESC)
+    except InvalidInput as e:
         raise _BadTest(f"cannot read {DESC}: {e}") from None
     if not isinstance(desc, dict):
         raise _BadTest(f"{DESC} is not a JSON object")
     for key in ("tosa_file", "ifm_name", "ifm_file", "ofm_name"):
         if key not in desc:
             raise _BadTest(f"{DESC} has no {key!r}")
+    files = {"tosa_file": [desc["tosa_file"]]}
+    for key in ("ifm_name", "ifm_file", "ofm_name", "expected_result_file"):
+        value = desc.get(key, [])
+        if value is None and key == "expected_result_file":
+            continue
+        if not isinstance(value, list) or not all(isinstance(x, str) for x in value):
+            raise _BadTest(f"{DESC}: {key!r} must be a list of strings")
+        if key.endswith("_file"):
+            files[key] = value
+    for key, names in files.items():
+        for f in names:
+            if not isinstance(f, str) or not f or Path(f).is_absolute() or ".." in Path(f).parts:
+                raise _BadTest(f"{DESC}: {key!r} names {f!r}, not a file inside the test folder")
+    for key in ("meta", "test_details"):
+        if key in desc and not isinstance(desc[key], dict):
+            raise _BadTest(f"{DESC}: {key!r} must be a JSON object")
+    compliance = desc.get("meta", {}).get("compliance", {})
+    if not isinstance(compliance, dict) or not isinstance(compliance.get("tensors", {}), dict):
+        raise _BadTest(f"{DESC}: meta.compliance must be a JSON object with a 'tensors' object")
+    if not isinstance(desc.get("expected_failure", False), bool):
+        raise _BadTest(f"{DESC}: 'expected_failure' must be true or false")
+    if not isinstance(desc.get("expected_failure_desc", ""), (str, type(None))):
+        raise _BadTest(f"{DESC}: 'expected_failure_desc' must be a string")
     if len(desc["ifm_name"]) != len(desc["ifm_file"]):
         raise _BadTest(f"{DESC}: ifm_name and ifm_file differ in length")
     expected = desc.get("expected_result_file")
@@ -114,9 +140,11 @@ def _read_desc(folder: Path) -> dict:
 
 
 def _load_npy(path: Path, what: str) -> np.ndarray:
+    from tosa_ir.safe_io import load_npy
+
     try:
-        return np.load(path, allow_pickle=False)
-    except (OSError, ValueError, EOFError) as e:
+        return load_npy(path, what)
+    except InvalidInput as e:
         raise _BadTest(f"cannot read {what} {path.name}: {e}") from None
 
 

@@ -71,7 +71,7 @@ def run_sweep(args) -> int:
 
     if args.jobs < 1:
         raise InvalidInput(f"--jobs {args.jobs}: must be at least 1")
-    if args.config != "default":
+    if args.config not in (None, "default"):
         raise InvalidInput("--sweep makes its own configurations (--arrays, --sram); "
                            "--config does not apply")
     arrays = _numbers(args.arrays, int, "--arrays")

@@ -48,6 +48,15 @@ Units (command issued at cycle c; a unit is busy on cycles ``start .. end``)
     DMA and VPU are ready only when idle.  An instruction that moves no data (S, N or
     count == 0) never makes its unit busy; its interval is empty (start = c+1, end = c).
 
+Watchdog
+    With MAX_CYCLES = ``M`` > 0 (hw/csr.py) the watchdog trips in cycle ``W = M`` (a run
+    that stops within M cycles never sees it).  From then on nothing issues: an instruction
+    whose issue cycle (a BRANCH's decision cycle ``c+1``) is ``W`` or later stays in IR and
+    the NPU stops with WATCHDOG at the first cycle at or after both its entry into IR and
+    ``W`` in which every unit is idle (issued work completes).  A HALT whose stop cycle is
+    ``W`` or later reports WATCHDOG too; an error (the failing instruction's own code or
+    BRANCH_LIMIT) keeps its code.
+
 The model assumes the external memory is always ready (as the simulation model is).
 """
 from __future__ import annotations
@@ -104,6 +113,7 @@ class Timing:
     run_start: int = 0
     stop_index: int = 0
     pcs: list = field(default_factory=list)
+    watchdog: bool = False
 
 
 class _Intervals:
@@ -177,19 +187,21 @@ class TimingModel:
         return self._run(_issue_order(instructions, prog_len, self.config), stop_at, prog_len, boot_error)
 
     def run_issued(self, issued, stop_at: int | None = None, prog_len: int | None = None,
-                   boot_error: bool = False, taken=(), late_stop: bool = False) -> Timing:
+                   boot_error: bool = False, taken=(), late_stop: bool = False,
+                   max_cycles: int = 0) -> Timing:
         """Time a run given the instructions reached in issue order (what the ISA simulator
         executed: every iteration's instructions, every LOOP executed), ``stop_at`` being a
         position in that list; the NPU stops there, at a HALT, or at the end of the list.
         ``taken``: positions of the BRANCHes that jumped; ``late_stop``: the instruction at
-        ``stop_at`` is a BRANCH stopped by BRANCH_LIMIT."""
+        ``stop_at`` is a BRANCH stopped by BRANCH_LIMIT; ``max_cycles``: the watchdog's limit
+        (0: off; the result's ``watchdog`` says whether it stopped the run)."""
         prog_len = len(issued) if prog_len is None else prog_len
         taken = set(taken)
         stream = ((None, instr, "late" if late_stop and k == stop_at else False, k in taken)
                   for k, instr in enumerate(issued))
-        return self._run(stream, stop_at, prog_len, boot_error)
+        return self._run(stream, stop_at, prog_len, boot_error, max_cycles)
 
-    def _run(self, stream, stop_at, prog_len: int, boot_error: bool) -> Timing:
+    def _run(self, stream, stop_at, prog_len: int, boot_error: bool, max_cycles: int = 0) -> Timing:
         """Time the (pc, instruction, stops, taken) items of ``stream`` in issue order
         (``stops``: False, True, or "late" for BRANCH_LIMIT)."""
         cfg = self.config
@@ -205,20 +217,34 @@ class TimingModel:
         pcs: list = []
         in_ir = run_start + 2
         index = 0
+        trip = max_cycles if max_cycles > 0 else None     # the watchdog's cycle W
+
+        def finish(stop: int, watchdog: bool = False) -> Timing:
+            per_instr.append(InstrTiming(stop, stop, stop))
+            pcs.append(pc)
+            return Timing(stop + 1, {u: busy[u].close() for u in UNITS}, per_instr,
+                          run_start, index, pcs, watchdog)
+
         while True:
             pc, instr, fails, jumps = next(stream, (None, None, True, False))
             stopping = fails or index == stop_at
+            if fails == "late" and trip is not None:
+                armed = max([in_ir] + [idle_from[u] for u in _waits(instr)])
+                if armed >= trip:                      # never armed: the watchdog stops it
+                    return finish(max([in_ir, trip] + list(idle_from.values())), True)
             if stopping or instr.name == "HALT":
                 # BRANCH_LIMIT is found after the condition read, one cycle after the wait.
                 late = fails == "late" and 1 + max([in_ir] + [idle_from[u] for u in _waits(instr)])
                 stop = max([in_ir, late] + list(idle_from.values()))
-                per_instr.append(InstrTiming(stop, stop, stop))
-                pcs.append(pc)
-                return Timing(stop + 1, {u: busy[u].close() for u in UNITS}, per_instr,
-                              run_start, index, pcs)
-            pcs.append(pc)
+                return finish(stop, not stopping and trip is not None and stop >= trip)
             issue = max([in_ir] + [idle_from[u] for u in _waits(instr)])
             unit = instr.defn.unit
+            if trip is not None:
+                decide = issue + 1 if instr.name == "BRANCH" else max(
+                    issue, ready_from[unit.name]) if unit is not Unit.SEQ else issue
+                if decide >= trip:                     # it would issue after the trip: stop
+                    return finish(max([in_ir, trip] + list(idle_from.values())), True)
+            pcs.append(pc)
             if instr.name == "BRANCH":                 # read at `issue`, decide one cycle later
                 per_instr.append(InstrTiming(issue + 1, issue, issue))
                 in_ir = issue + (3 if jumps else 2)

@@ -23,6 +23,9 @@ from typing import Any
 
 import numpy as np
 
+from tosa_ir.errors import InvalidInput
+from tosa_ir.limits import MAX_TENSOR_ELEMENTS
+
 # TOSA element types, by their spec names.  "int4" and "int48" are held in int8 and
 # int64 numpy arrays; "bool" in numpy bool.  Unsigned 8/16-bit types appear only at
 # RESCALE boundaries (TOSA 1.0 marks them with input_unsigned/output_unsigned, the draft
@@ -85,6 +88,13 @@ class Tensor:
     def __post_init__(self):
         self.shape = tuple(int(d) for d in self.shape)
         numpy_dtype(self.dtype)  # validates the type name
+        count = 1
+        for d in self.shape:
+            count *= max(d, 1)
+        if count > MAX_TENSOR_ELEMENTS:
+            # Refused where every frontend builds its tensors, before anything is allocated.
+            raise InvalidInput(f"tensor {self.name!r}: shape {list(self.shape)} has {count} elements, "
+                               f"more than the {MAX_TENSOR_ELEMENTS} of TOSA level 8K")
 
     @property
     def is_const(self) -> bool:
@@ -202,6 +212,55 @@ class Graph:
             if region.name == name and region.blocks:
                 return region.blocks[0]
         raise KeyError(f"graph has no block or region {name!r}")
+
+    def check_structure(self) -> None:
+        """InvalidInput unless every block writes each tensor once (block inputs and operator
+        outputs are distinct: a second writer would make the result depend on which one a
+        consumer reads) and control flow does not recurse (:meth:`check_calls`)."""
+        for region in self.regions:
+            for block in region.blocks:
+                written = set(block.inputs)
+                if len(written) != len(block.inputs):
+                    raise InvalidInput(f"block {block.name!r}: an input is listed twice")
+                for op in block.operators:
+                    for name in op.outputs:
+                        if name in written:
+                            where = f" at {op.location}" if op.location else ""
+                            raise InvalidInput(f"{op.op}{where}: writes tensor {name!r}, which is "
+                                               f"already written in block {block.name!r}")
+                        written.add(name)
+        self.check_calls()
+
+    def check_calls(self) -> None:
+        """InvalidInput if control flow recurses: a COND_IF or WHILE_LOOP that names the main
+        block (or any block it is itself inside).  The spec's graphs call downward only; a
+        cycle would make the interpreter recurse without end and the compiler inline forever.
+        Iterative: a hostile graph's call chain may be deeper than Python's stack."""
+        main = self.main
+        names = ("then_graph", "else_graph", "cond_graph", "body_graph")
+        # Depth-first walk with an explicit stack of (block, callers on the path).
+        stack = [(main, (id(main),))]
+        seen: set[tuple] = set()
+        while stack:
+            block, path = stack.pop()
+            for op in block.operators:
+                for attr in names:
+                    target = op.attrs.get(attr)
+                    if not isinstance(target, str):
+                        continue
+                    try:
+                        callee = self.block(target)
+                    except KeyError:
+                        continue        # reported by the operator's own checks
+                    if id(callee) in path:
+                        where = f" at {op.location}" if op.location else ""
+                        raise InvalidInput(f"{op.op}{where}: {attr} {target!r} calls block "
+                                           f"{callee.name!r}, which is running already (recursive "
+                                           f"control flow is an illegal graph)")
+                    key = (id(callee), path)
+                    if key not in seen and len(path) < 256:
+                        seen.add(key)
+                        stack.append((callee, path + (id(callee),)))
 
     @classmethod
     def single_block(cls, block: Block, **kwargs) -> "Graph":

@@ -108,17 +108,18 @@ def read_tosa(data: bytes | bytearray | memoryview | str | Path, source: str | N
         The file is well-formed but uses what the IR cannot represent.
     """
     if isinstance(data, (str, Path)):
+        from tosa_ir.safe_io import read_file
+
         src = source or str(data)
-        try:
-            buf = Path(data).read_bytes()
-        except OSError as err:
-            raise InvalidInput(f"{src}: cannot read: {err.strerror or err}") from None
+        buf = read_file(data, "TOSA file")          # regular files only, size-bounded
     else:
         src = source or _MEMORY
         buf = bytes(data)
     try:
         return _GraphReader(buf, src).graph()
-    except NpuError:
+    except NpuError as err:
+        if type(err) in (InvalidInput, Unsupported) and src not in str(err):
+            raise type(err)(f"{src}: {err}") from None      # e.g. a tensor past the level
         raise
     except (Malformed, struct.error, IndexError, ValueError, KeyError, OverflowError,
             TypeError, UnicodeDecodeError, RecursionError, MemoryError) as err:

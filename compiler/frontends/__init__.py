@@ -28,6 +28,9 @@ def detect_format(path) -> str:
         return "nnef"
     if path.is_dir():
         raise InvalidInput(f"{path}: a folder, but not an NNEF model (no graph.nnef in it)")
+    from tosa_ir.safe_io import check_regular_file
+
+    check_regular_file(path, "the model")       # a FIFO would block, a device never end
     try:
         with path.open("rb") as f:
             head = f.read(64)
@@ -45,7 +48,14 @@ def detect_format(path) -> str:
 
 
 def load_graph(path) -> Graph:
-    """Read the model at ``path`` as a TOSA graph, whatever its format."""
+    """Read the model at ``path`` as a TOSA graph, whatever its format; recursive control
+    flow is refused here, for every consumer (tosa_ir.Graph.check_calls)."""
+    graph = _load_graph(path)
+    graph.check_structure()
+    return graph
+
+
+def _load_graph(path) -> Graph:
     fmt = detect_format(path)
     if fmt == "tosa":
         from compiler.frontends.tosa.load import load_tosa

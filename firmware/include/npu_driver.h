@@ -173,6 +173,12 @@ npu_status_t npu_check_hw(const npu_dev_t *dev, const npu_program_t *prog);
 
 #define NPU_START_IRQ 1u    /* npu_start flag: raise the interrupt when the NPU stops */
 
+/* Watchdog: the NPU stops itself with NPU_ERR_WATCHDOG once it has run `max_cycles`
+ * cycles (0: never).  Call before npu_start; set it from the program's cycle estimate plus
+ * a margin (`npu run` uses 4 x estimate + 10^6) so a program that loops forever ends with
+ * an error and the interrupt instead of hanging.  NPU_E_BUSY if the NPU is running. */
+npu_status_t npu_set_watchdog(const npu_dev_t *dev, uint32_t max_cycles);
+
 /* Boot and run the loaded program: write PROG_ADDR, PROG_LEN, IRQ_ENABLE, then CTRL.START.
  * NPU_E_BUSY if the NPU is running. */
 npu_status_t npu_start(const npu_dev_t *dev, const npu_program_t *prog, uint32_t flags);

@@ -96,6 +96,9 @@
 #define NPU_HW_CONFIG_MEM_LATENCY_WIDTH 8
 #define NPU_HW_CONFIG_MEM_LATENCY_MASK 0xFF000000u
 
+/* MAX_CYCLES (read/write): watchdog: stop with WATCHDOG when CYCLES reaches this value (nothing more issues; issued work completes); 0 disables */
+#define NPU_REG_MAX_CYCLES 0x48u
+
 /* Fields of HW_CONFIG: X(FIELD, npu_config_t member, LSB, WIDTH); a field holds the
    member saturated at its width. */
 #define NPU_FOR_EACH_HW_CONFIG_FIELD(X) \
@@ -120,6 +123,7 @@
     X(NPU_ERR_SRAM_OVERFLOW, "SRAM_OVERFLOW") \
     X(NPU_ERR_PROGRAM_TOO_LARGE, "PROGRAM_TOO_LARGE") \
     X(NPU_ERR_PC_OVERFLOW, "PC_OVERFLOW") \
-    X(NPU_ERR_BRANCH_LIMIT, "BRANCH_LIMIT")
+    X(NPU_ERR_BRANCH_LIMIT, "BRANCH_LIMIT") \
+    X(NPU_ERR_WATCHDOG, "WATCHDOG")
 
 #endif /* NPU_REGS_H */

@@ -59,6 +59,16 @@ npu_status_t npu_check_hw(const npu_dev_t *dev, const npu_program_t *prog)
     return NPU_OK;
 }
 
+npu_status_t npu_set_watchdog(const npu_dev_t *dev, uint32_t max_cycles)
+{
+    if (!dev)
+        return NPU_E_ARG;
+    if (NPU_REG_READ(dev, NPU_REG_STATUS) & NPU_STATUS_BUSY_MASK)
+        return NPU_E_BUSY;
+    NPU_REG_WRITE(dev, NPU_REG_MAX_CYCLES, max_cycles);
+    return NPU_OK;
+}
+
 npu_status_t npu_start(const npu_dev_t *dev, const npu_program_t *prog, uint32_t flags)
 {
     if (!dev || !prog)

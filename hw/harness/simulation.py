@@ -263,7 +263,7 @@ def _read_hex(path: Path, bus: int, nwords: int) -> bytes:
 
 def run_program(program, memory: bytes, config: NpuConfig | None = None, waves: bool = False,
                 max_cycles: int = 0, progress: int = 0, build_dir: Path | None = None,
-                dump_srams: bool = False) -> RtlResult:
+                dump_srams: bool = False, watchdog: int = 0) -> RtlResult:
     """Boot and run ``program`` on the RTL with external memory initialised to ``memory``.
 
     Parameters
@@ -286,6 +286,9 @@ def run_program(program, memory: bytes, config: NpuConfig | None = None, waves: 
         A model from :func:`build`; built on demand otherwise.
     dump_srams : bool
         Return the final scratchpad contents too (``RtlResult.srams``; for tests).
+    watchdog : int
+        Value of the MAX_CYCLES register (hw/csr.py): the NPU stops itself with WATCHDOG
+        (0: off).  ``max_cycles`` is the testbench's own give-up, a backstop.
     """
     config = program.config if config is None else config
     if program.config != config:
@@ -309,6 +312,7 @@ def run_program(program, memory: bytes, config: NpuConfig | None = None, waves: 
             "NPU_PROG_LEN": str(len(program.instructions)),
             "NPU_RESULT": str(work / "result.json"),
             "NPU_MAX_CYCLES": str(max_cycles),
+            "NPU_WATCHDOG": str(watchdog),
             "NPU_PROGRESS": str(progress),
             "COCOTB_RESOLVE_X": "ZEROS",
         }

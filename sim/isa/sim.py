@@ -24,6 +24,14 @@ BRANCH (sim/isa/branch.py) reads its condition from the scratchpads when it exec
 wait mask makes that the producer's final value) and counts taken backward branches
 against its ``limit`` (BRANCH_LIMIT); the timing model is told which branches jumped.
 
+Watchdog (``max_cycles``, the MAX_CYCLES register of hw/csr.py): an instruction that would
+issue at or after cycle ``max_cycles`` does not, and the NPU stops with WATCHDOG once
+issued work completes (rules in sim/npu_timing.py).  Cycles come from the timing model,
+which runs after execution, so the simulator executes at most ``max_cycles + 1`` instructions
+(each takes at least a cycle to issue), asks the model where the watchdog stopped, and when
+that is earlier runs again up to there: memory then holds exactly the work issued before
+the trip, as on the RTL.
+
 LOOPs (sim/isa/loops.py) are executed as the sequencer does: instructions run in issue
 order, each with its address fields at their effective values (isa.instructions
 .effective_values with the offsets of the current iterations); an error inside a loop stops
@@ -96,6 +104,7 @@ class IsaResult:
     hazards: list[Hazard] | None = None
     timing: object = None
     state: NpuState | None = field(default=None, repr=False)
+    halted: bool = False        # HALT executed (a late HALT may still report WATCHDOG)
 
     @property
     def ok(self) -> bool:
@@ -132,7 +141,8 @@ class IsaSim:
         self.timing_model = timing_model
 
     def run(self, program: Program, memory: bytes | bytearray | np.ndarray | None = None,
-            trace: bool | Callable[[str], None] = False, timing: bool = True) -> IsaResult:
+            trace: bool | Callable[[str], None] = False, timing: bool = True,
+            max_cycles: int = 0, _cap: int | None = None) -> IsaResult:
         """Boot ``program`` from ``memory`` and run it to HALT or the first error.
 
         Parameters
@@ -146,8 +156,25 @@ class IsaSim:
             Record one disassembled line per instruction in ``result.trace``; a callable
             also receives each line as it executes.
         timing : bool
-            Run the timing model for ``cycles``/``busy`` (forced on by ``check_hazards``).
+            Run the timing model for ``cycles``/``busy`` (forced on by ``check_hazards``
+            and by ``max_cycles``).
+        max_cycles : int
+            The watchdog's limit (0: none): stop with WATCHDOG as the RTL does.
         """
+        if not max_cycles:
+            return self._run(program, memory, trace, timing, None, 0)
+        first = self._run(program, memory, False, True, max_cycles + 1, max_cycles)
+        t = first.timing
+        stop = t.stop_index if t is not None and t.watchdog else None
+        # Executed exactly what issued before the trip (a HALT that stopped late changes nothing)?
+        exact = stop is None or stop >= first.instructions_executed - first.halted
+        if exact and not trace:
+            return first
+        return self._run(program, memory, trace, True, stop, max_cycles)
+
+    def _run(self, program, memory, trace, timing, cap: int | None, max_cycles: int) -> IsaResult:
+        """One run, executing at most ``cap`` instructions (then the next is reached, not
+        executed, and the watchdog is taken to stop it); timed with ``max_cycles``."""
         if program.config != self.config:
             raise InvalidInput(f"program was compiled for {program.config.to_json()}, "
                                f"this simulator is {self.config.to_json()}")
@@ -178,14 +205,24 @@ class IsaSim:
         executed: list[tuple[int, Instruction | _Effective, Footprint | None]] = []
         positions: list[int] = []           # index of each executed entry in ``instrs``
         instrs: list[Instruction] = []      # every instruction reached, in issue order
+        reached: list[int] = []             # the index in the program of each
         decoded: dict[int, Instruction] = {}
         loops = LoopStack(n)
         budget = isa_branch.BackwardBudget()
         taken: set[int] = set()             # positions in ``instrs`` of taken BRANCHes
         late_stop = False                   # stopped by BRANCH_LIMIT (after the condition read)
         code, error_pc, message = ErrorCode.PC_OVERFLOW, n, f"ran past the last of {n} instructions without HALT"
-        pc, trapped = 0, False
+        pc, trapped, capped = 0, False, False
         while pc < n:
+            if cap is not None and len(executed) >= cap:
+                capped = True
+                code, error_pc, message = ErrorCode.WATCHDOG, pc, f"stopped by the watchdog ({max_cycles} cycles)"
+                try:
+                    instrs.append(decoded.get(pc) or decode(imem[pc * INSTR_BYTES:(pc + 1) * INSTR_BYTES]))
+                    reached.append(pc)
+                except EncodingError:
+                    pass                    # the model stops at the end of the stream instead
+                break
             instr = decoded.get(pc)
             if instr is None:
                 try:
@@ -221,10 +258,12 @@ class IsaSim:
                 code, error_pc, message, trapped = t.code, pc, str(t), True
                 note(f"{pc:5d}: {text} -> {code.name}: {message}")
                 instrs.append(instr)
+                reached.append(pc)
                 break
             note(f"{pc:5d}: {text}")
             positions.append(len(instrs))
             instrs.append(instr)
+            reached.append(pc)
             executed.append((pc, shown, footprint))
             if instr.name == "HALT":
                 code, error_pc, message = ErrorCode.NONE, None, ""
@@ -245,7 +284,16 @@ class IsaSim:
             # PC_OVERFLOW ends the stream by itself.
             stop_at = len(instrs) - 1 if trapped else None
             self._add_timing(result, instrs, executed, positions, n, stop_at, taken=taken,
-                             late_stop=late_stop)
+                             late_stop=late_stop, max_cycles=max_cycles)
+        result.halted = code == ErrorCode.NONE
+        if getattr(result.timing, "watchdog", False):
+            k = result.timing.stop_index
+            result.error_code = ErrorCode.WATCHDOG
+            result.error_pc = result.stop_pc = reached[k] if k < len(reached) else n
+            result.error_message = f"stopped by the watchdog after {max_cycles} cycles"
+            note(f"{result.stop_pc:5d}: WATCHDOG: {result.error_message}")
+        elif capped:
+            raise AssertionError("the watchdog cap was reached but the timing model did not trip")
         return result
 
     # -- helpers -------------------------------------------------------------------------
@@ -263,7 +311,7 @@ class IsaSim:
     def _add_timing(self, result: IsaResult, instrs: list[Instruction],
                     executed: list[tuple[int, object, Footprint | None]], positions: list[int],
                     prog_len: int, stop_at: int | None = None, boot_error: bool = False,
-                    taken: set | None = None, late_stop: bool = False) -> None:
+                    taken: set | None = None, late_stop: bool = False, max_cycles: int = 0) -> None:
         """Fill cycles/busy (and hazards) from the timing model.
 
         ``instrs`` are the instructions reached in issue order, a failing one included (at
@@ -278,14 +326,21 @@ class IsaSim:
                 raise RuntimeError("check_hazards needs the timing model sim/npu_timing.py")
             return
         extra = {"taken": taken, "late_stop": late_stop} if taken or late_stop else {}
+        if max_cycles:
+            extra["max_cycles"] = max_cycles
         t = model.run_issued(instrs, stop_at=stop_at, prog_len=prog_len, boot_error=boot_error, **extra)
         result.timing = t
         result.cycles = int(t.total_cycles)
         result.busy = dict(t.busy)
         if self.check_hazards:
             # The model's busy intervals are inclusive [start, end]; the checker's half-open.
-            intervals = [(t.per_instruction[k].start, t.per_instruction[k].end + 1) for k in positions]
-            result.hazards = find_hazards(executed, intervals)
+            # (After a watchdog stop only what issued before it: the first of two runs executes
+            # past it, see run.)
+            issued = len(t.per_instruction) - 1 if getattr(t, "watchdog", False) else len(t.per_instruction)
+            keep = [j for j, k in enumerate(positions) if k < issued]
+            intervals = [(t.per_instruction[positions[j]].start, t.per_instruction[positions[j]].end + 1)
+                         for j in keep]
+            result.hazards = find_hazards([executed[j] for j in keep], intervals)
 
     def _timing_model(self):
         if self.timing_model is not None:

@@ -30,6 +30,7 @@ import numpy as np
 
 from sim.reference.signatures import check_signature
 from sim.reference.registry import LEVELS, OPS, OpContext
+from tosa_ir.limits import MAX_LOOP_ITERATIONS
 from tosa_ir import (INT_RANGES, Block, Graph, InvalidInput, Operator, TosaError,
                      Unsupported, numpy_dtype)
 
@@ -45,8 +46,8 @@ _NARROWER_THAN_STORAGE = {"int4", "int48"}
 
 # Default budget of WHILE_LOOP iterations per run: far beyond any real graph (loops in
 # TOSA graphs run a sequence length or a count of refinement steps), and reached in
-# seconds to minutes by a graph that loops forever.
-DEFAULT_MAX_LOOP_ITERATIONS = 1_000_000
+# seconds by a graph that loops forever (tosa_ir/limits.py; 10^6 took minutes).
+DEFAULT_MAX_LOOP_ITERATIONS = MAX_LOOP_ITERATIONS
 
 
 def _shape_matches(actual: Sequence[int], declared: Sequence[int]) -> bool:
@@ -140,6 +141,7 @@ class Interpreter:
             block = self.graph.main
         except ValueError as e:
             raise InvalidInput(f"{self.graph.source or 'graph'}: {e}") from None
+        self.graph.check_structure()        # recursive control flow: illegal (ERROR, not a RecursionError)
         if not isinstance(inputs, Mapping):
             raise InvalidInput("graph inputs must be given as a mapping name -> array")
         expected = list(block.inputs)

@@ -32,7 +32,7 @@ from compiler.frontends.circle.fb import Malformed, decode_model, file_kind
 from compiler.frontends.circle.lower import ACT_TYPES, lower_subgraph
 from compiler.frontends.circle.model import CModel, check_model
 from tosa_ir import Graph, Region
-from tosa_ir.errors import InvalidInput, NpuError
+from tosa_ir.errors import InvalidInput, NpuError, Unsupported
 
 __all__ = ["load_circle", "read_circle_model", "circle_io_info", "HANDLERS"]
 
@@ -84,7 +84,9 @@ def load_circle(path, source: str | None = None) -> Graph:
     model = read_circle_model(path, source)
     try:
         block = lower_subgraph(model.subgraphs[0], model.source, HANDLERS)
-    except NpuError:
+    except NpuError as err:
+        if type(err) in (InvalidInput, Unsupported) and model.source not in str(err):
+            raise type(err)(f"{model.source}: {err}") from None     # e.g. a tensor past the level
         raise
     except (ValueError, IndexError, KeyError, OverflowError, TypeError) as err:
         # Inconsistent shapes or parameters that slipped past the checks above.

@@ -244,6 +244,9 @@ def fully_connected(lw, op):
 
 
 # ---------------------------------------------------------------------------------------
+MAX_KERNEL = 8192
+
+
 def _pool_geometry(lw: Lowerer, op, x: str):
     opts = _opts(lw, op)
     out = lw.out()
@@ -252,6 +255,9 @@ def _pool_geometry(lw: Lowerer, op, x: str):
     sh, sw = opts["stride_h"], opts["stride_w"]
     if min(kh, kw, sh, sw) < 1:
         raise lw.invalid(f"pool filter {kh}x{kw} / stride {sh}x{sw} must be >= 1")
+    if max(kh, kw, sh, sw) > MAX_KERNEL:
+        # TOSA level 8K: MAX_KERNEL = MAX_STRIDE = 8192 (a 2^31 filter would allocate 2^31 ones).
+        raise lw.invalid(f"pool filter {kh}x{kw} / stride {sh}x{sw} exceeds the TOSA level's {MAX_KERNEL}")
     if len(out.shape) != 4:
         raise lw.invalid("pool output must be 4-D")
     pt, pb, dh = _padding(lw, opts["padding"], ih, kh, sh, 1, out.shape[1])

@@ -35,24 +35,29 @@ def sole_user(block: Block, consumers, name: str, keep=frozenset()) -> Operator 
 
 def _merge_pairs(block: Block, kind: str, keep, combine=None) -> None:
     """Merge each ``kind`` operator into the ``kind`` operator it solely feeds;
-    ``combine(first, second)`` sets the merged attributes on ``second``."""
-    changed = True
-    while changed:
-        changed = False
-        producers, consumers = block.producers(), block.consumers()
-        for op in block.operators:
-            if op.op != kind:
-                continue
-            first = producers.get(op.inputs[0])
-            if first is None or first.op != kind or \
-                    sole_user(block, consumers, first.outputs[0], keep) is not op:
-                continue
-            if combine is not None:
-                combine(first, op)
-            op.inputs[0] = first.inputs[0]
-            block.operators.remove(first)
-            changed = True
-            break
+    ``combine(first, second)`` sets the merged attributes on ``second``.
+
+    One pass in block order with the producer/consumer maps updated as it merges (a chain
+    a -> b -> c becomes c reading a's input, combined in that order): linear, where
+    re-deriving the maps after every merge was quadratic in the chain's length."""
+    producers, consumers = block.producers(), block.consumers()
+    removed: set[int] = set()
+    for op in block.operators:
+        if op.op != kind:
+            continue
+        first = producers.get(op.inputs[0])
+        if first is None or first.op != kind or id(first) in removed or \
+                sole_user(block, consumers, first.outputs[0], keep) is not op:
+            continue
+        if combine is not None:
+            combine(first, op)
+        source = first.inputs[0]
+        op.inputs[0] = source
+        readers = consumers.get(source, [])
+        consumers[source] = [op if r is first else r for r in readers]
+        removed.add(id(first))
+    if removed:
+        block.operators = [op for op in block.operators if id(op) not in removed]
 
 
 def _clamp_range(first: Operator, op: Operator) -> None:

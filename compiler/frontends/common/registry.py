@@ -33,8 +33,19 @@ def rename_tensor(block: Block, old: str, new: str) -> None:
     tensor = block.tensors.pop(old)
     tensor.name = new
     block.tensors[new] = tensor
-    for op in block.operators:
-        op.inputs = [new if n == old else n for n in op.inputs]
-        op.outputs = [new if n == old else n for n in op.outputs]
+    # Operators are in execution order, so only the producer and what follows it can name
+    # ``old``; frontends rename what they just emitted, so this is a short walk from the end
+    # (a scan of the whole block per rename made 10,000-layer models quadratic).
+    ops = block.operators
+    start = 0
+    for k in range(len(ops) - 1, -1, -1):
+        if old in ops[k].outputs:
+            start = k
+            break
+    for op in ops[start:]:
+        if old in op.inputs:
+            op.inputs = [new if n == old else n for n in op.inputs]
+        if old in op.outputs:
+            op.outputs = [new if n == old else n for n in op.outputs]
     block.inputs = [new if n == old else n for n in block.inputs]
     block.outputs = [new if n == old else n for n in block.outputs]

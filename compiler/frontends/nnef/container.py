@@ -10,10 +10,13 @@ from __future__ import annotations
 
 import os
 import tarfile
+import zlib
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
 from tosa_ir.errors import InvalidInput
+from tosa_ir.limits import memory_budget
+from tosa_ir.safe_io import check_regular_file, read_file
 
 GRAPH_FILE = "graph.nnef"
 QUANT_FILE = "graph.quant"
@@ -91,10 +94,9 @@ def open_container(path: str | os.PathLike) -> Container:
 
 
 def _read_bytes(path: Path) -> bytes:
-    try:
-        return path.read_bytes()
-    except OSError as err:
-        raise InvalidInput(f"{path}: cannot read: {err.strerror}") from None
+    """A regular file of at most the memory budget (tosa_ir/safe_io.py): a .dat that is a
+    symlink to /dev/zero or a FIFO is refused, not read forever."""
+    return read_file(path, "NNEF file")
 
 
 def _from_folder(root: Path, graph_path: Path) -> Container:
@@ -113,7 +115,7 @@ def _from_folder(root: Path, graph_path: Path) -> Container:
                 continue
             full = Path(dirpath) / fname
             key = _norm(str(full.relative_to(root).as_posix()))
-            files[key] = (lambda f=full: f.read_bytes())
+            files[key] = (lambda f=full: _read_bytes(f))
             names[key] = str(full)
     return Container(str(graph_path if graph_path.name != GRAPH_FILE else root),
                      graph_text, str(graph_path), quant_text, str(quant_path),
@@ -124,6 +126,8 @@ def _from_tar(path: Path) -> Container:
     """Read the container in one sequential pass (compressed archives cannot seek
     cheaply), keeping graph.nnef, graph.quant and every .dat file."""
     contents: dict[str, bytes] = {}
+    total = 0
+    check_regular_file(path, "NNEF container")
     try:
         with tarfile.open(path, "r:*") as tar:
             for member in tar:
@@ -131,14 +135,24 @@ def _from_tar(path: Path) -> Container:
                 if not member.isfile() or not (name.name in (GRAPH_FILE, QUANT_FILE) or
                                                name.name.lower().endswith(".dat")):
                     continue
+                if member.size > memory_budget():
+                    # Checked from the member header, before a byte is decompressed.
+                    raise InvalidInput(f"{path}!{member.name}: {member.size} bytes, more than the "
+                                       f"memory budget of {memory_budget()} bytes (NPU_MEMORY_BUDGET)")
+                total += member.size
+                if total > memory_budget():
+                    raise InvalidInput(f"{path}: its model files hold more than the memory budget of "
+                                       f"{memory_budget()} bytes (NPU_MEMORY_BUDGET)")
                 f = tar.extractfile(member)
-                data = f.read() if f is not None else b""
+                data = f.read(member.size + 1) if f is not None else b""
                 if len(data) != member.size:
                     raise InvalidInput(f"{path}!{member.name}: truncated ({len(data)} of "
                                        f"{member.size} bytes)")
                 contents[member.name] = data
-    except (tarfile.TarError, OSError, EOFError, ValueError) as err:
-        raise InvalidInput(f"{path}: not a readable tar container: {err}") from None
+    except (tarfile.TarError, OSError, EOFError, ValueError, zlib.error) as err:
+        # tarfile's messages can span lines: keep the first.
+        text = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+        raise InvalidInput(f"{path}: not a readable tar container: {text}") from None
     graphs = [n for n in contents if PurePosixPath(n).name == GRAPH_FILE]
     if not graphs:
         raise InvalidInput(f"{path}: container has no {GRAPH_FILE}")

@@ -49,13 +49,17 @@ class Converter(LayoutBuilder):
         self.location = ""
         # NNEF tensor name -> TOSA tensor holding its value directly (for graph.quant).
         self.result_of: dict[str, str] = {}
+        self._results_named: dict[str, set[str]] = {}    # TOSA name -> NNEF names (result_of inverted)
         # TOSA weight/bias tensor -> (NNEF variable name, role) for graph.quant lookups.
         self.param_of: dict[str, tuple[str, str]] = {}
 
     def renamed(self, old: str, new: str) -> None:
-        for key, value in list(self.result_of.items()):
-            if value == old:
-                self.result_of[key] = new
+        # Through the inverse map: scanning result_of per rename made large graphs quadratic.
+        keys = self._results_named.pop(old, set())
+        for key in keys:
+            self.result_of[key] = new
+        if keys:
+            self._results_named.setdefault(new, set()).update(keys)
         if old in self.param_of:
             self.param_of[new] = self.param_of.pop(old)
 
@@ -89,8 +93,13 @@ class Converter(LayoutBuilder):
     def set_result(self, nnef_name: str, val: Val) -> None:
         nnef_name = str(nnef_name)
         self.vals[nnef_name] = val
-        if val.name is not None:
-            self.result_of.setdefault(nnef_name, val.name)
+        if val.name is not None and nnef_name not in self.result_of:
+            self.result_of[nnef_name] = val.name
+            self._results_named.setdefault(val.name, set()).add(nnef_name)
+
+    def has_result_named(self, tosa_name: str) -> bool:
+        """Whether some NNEF tensor's result is the TOSA tensor ``tosa_name``."""
+        return bool(self._results_named.get(tosa_name))
 
     def result(self, nnef_name: str, op: str, inputs, perm, attrs=None) -> Val:
         """Emit ``op`` producing NNEF tensor ``nnef_name`` held in layout ``perm``."""

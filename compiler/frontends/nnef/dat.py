@@ -173,7 +173,9 @@ def read_dat(data: bytes, where: str = "<tensor>") -> DatTensor:
         raise InvalidInput(f"{where}: unknown item type code 0x{algo:02x}")
     if not 1 <= bits <= 64:
         raise InvalidInput(f"{where}: {bits} bits per item (must be 1..64)")
-    count = int(np.prod(shape, dtype=np.int64))
+    count = 1
+    for e in shape:                 # Python ints: np.prod wraps around (and may give 0)
+        count *= e
     expected = (count * bits + 7) // 8
     if data_length != expected:
         raise InvalidInput(f"{where}: header says {data_length} data bytes but shape "

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import os
 import tarfile
+import zlib
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
@@ -69,10 +70,15 @@ def looks_like_nnef(path: str | os.PathLike) -> bool:
     if p.suffix.lower() == ".nnef":
         return True
     if p.is_file() and p.name.lower().endswith(TAR_SUFFIXES):
+        from tosa_ir.limits import memory_budget
+
         try:
             with tarfile.open(p, "r:*") as tar:
-                return any(PurePosixPath(n).name == GRAPH_FILE for n in tar.getnames())
-        except (tarfile.TarError, OSError, EOFError, ValueError):
+                for member in tar:
+                    if PurePosixPath(member.name).name == GRAPH_FILE or member.size > memory_budget():
+                        return True     # (an oversized member: load_nnef refuses it in one line)
+                return False
+        except (tarfile.TarError, OSError, EOFError, ValueError, zlib.error):
             return True      # a broken NNEF container: let load_nnef say what is wrong
     return False
 

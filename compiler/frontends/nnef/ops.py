@@ -432,7 +432,7 @@ def _set_named(c: Converter, out: str, val: Val) -> None:
     """Record ``val`` as NNEF tensor ``out``, giving the TOSA tensor the NNEF name."""
     fresh_op = (val.name is not None and c.block.operators
                 and c.block.operators[-1].outputs == [val.name]
-                and val.name not in c.result_of.values()
+                and not c.has_result_named(val.name)
                 and val.name not in c.physical_names())
     if fresh_op and out not in c.block.tensors and val.name != out:
         c.rename(val.name, out)

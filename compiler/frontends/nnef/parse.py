@@ -176,16 +176,45 @@ def _parse_document(graph_text: str, quant_text: str | None, graph_name: str,
                       [str(n) for n in graph.outputs])
 
 
+# The parser child's bounds: fragments expand exponentially (``e(x, n) = e(x, n-1) +
+# e(x, n-1)`` doubles per level), so a small document can take hours and any memory.  No
+# real model needs more than a few seconds of parsing; the child is killed past these.
+PARSE_SECONDS = 30.0
+PARSE_MEMORY = 2 << 30      # bytes of address space added to the child's at fork
+
+
 def _child(conn, args) -> None:
     faulthandler.disable()     # a parser crash is reported by the parent, in one line
+    try:
+        import resource
+
+        soft, hard = resource.getrlimit(resource.RLIMIT_AS)
+        limit = _vm_size() + PARSE_MEMORY
+        if hard == resource.RLIM_INFINITY or limit < hard:
+            resource.setrlimit(resource.RLIMIT_AS, (limit, hard))
+    except (ImportError, ValueError, OSError):
+        pass
     try:
         conn.send(("ok", _parse_document(*args)))
     except _Failure as err:
         conn.send((err.kind, str(err)))
+    except MemoryError:
+        conn.send(("memory", ""))
     except Exception as err:                      # any parser problem is the file's fault
         conn.send(("invalid", f"{args[2]}: cannot parse: {type(err).__name__}: {err}"))
     finally:
         conn.close()
+
+
+def _vm_size() -> int:
+    """This process's address space in bytes (Linux), 0 elsewhere."""
+    try:
+        with open("/proc/self/statm") as f:
+            import os
+
+            return int(f.read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError, IndexError):
+        return 0
 
 
 def _run_parser(container: Container) -> PlainGraph:
@@ -211,13 +240,24 @@ def _run_parser(container: Container) -> PlainGraph:
     proc = ctx.Process(target=_child, args=(send, args), daemon=True)
     proc.start()
     send.close()
+    timed_out = False
     try:
-        kind, payload = receive.recv()
+        if receive.poll(PARSE_SECONDS):
+            kind, payload = receive.recv()
+        else:
+            timed_out, kind, payload = True, None, None
+            proc.kill()
     except EOFError:
         kind, payload = None, None
     finally:
         receive.close()
         proc.join()
+    if timed_out:
+        raise InvalidInput(f"{container.graph_name}: the document did not finish parsing within "
+                           f"{PARSE_SECONDS:.0f} s (fragments that expand without bound?)")
+    if kind is None and proc.exitcode is not None and proc.exitcode < 0 or kind == "memory":
+        raise InvalidInput(f"{container.graph_name}: malformed NNEF document: parsing it needs more "
+                           f"than {PARSE_MEMORY >> 30} GiB or crashed the parser (exit code {proc.exitcode})")
     if kind is None:
         raise InvalidInput(f"{container.graph_name}: malformed NNEF document: the Khronos "
                            f"parser crashed on it (exit code {proc.exitcode})")

@@ -7,6 +7,7 @@ Python).  Settings come from the environment (set by run_program):
 NPU_PROG_ADDR, NPU_PROG_LEN   program location
 NPU_RESULT                    JSON file to write the CSR values into
 NPU_MAX_CYCLES                give up after this many cycles (the test fails)
+NPU_WATCHDOG                  value for the MAX_CYCLES register (0: watchdog off)
 NPU_PROGRESS                  log the cycle count every this many cycles (0: never)
 """
 from __future__ import annotations
@@ -69,6 +70,7 @@ async def run_program(dut):
     await csr_write(dut, "PROG_ADDR", prog_addr)
     await csr_write(dut, "PROG_LEN", prog_len)
     await csr_write(dut, "IRQ_ENABLE", bit("IRQ_ENABLE", "STOP"))
+    await csr_write(dut, "MAX_CYCLES", int(os.environ.get("NPU_WATCHDOG", "0")))
     wall = time.perf_counter()
     await csr_write(dut, "CTRL", bit("CTRL", "START"))
     if progress:

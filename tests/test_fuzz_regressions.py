@@ -1,0 +1,37 @@
+"""The fuzzers in `make test`: every committed reproducer in fuzz/corpus/ must now satisfy the
+contract (exit 0, or one line and exit 2/3; no traceback, hang or memory blow-up; ref and
+isa agreeing), and a short fixed-seed run of every fuzz target finds nothing.  Long
+campaigns: `make fuzz` (fuzz/__main__.py), which adds what it finds to the corpus."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from fuzz.__main__ import CORPUS, campaign, run_one
+from fuzz.targets import TARGETS, preload
+
+REPRODUCERS = sorted(p for p in CORPUS.glob("*/*.bin") if p.parent.name in TARGETS)
+# Inputs per kind in the short run: a few seconds per kind on a quiet machine.
+SHORT_RUN = 12
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _preloaded():
+    preload()
+
+
+def test_the_corpus_is_not_empty():
+    assert len(REPRODUCERS) >= 10
+
+
+@pytest.mark.parametrize("path", REPRODUCERS, ids=lambda p: f"{p.parent.name}/{p.stem}")
+def test_reproducer(path: Path):
+    verdict = run_one(TARGETS[path.parent.name], path.read_bytes())
+    assert verdict.ok, f"{verdict.why}: {verdict.stderr[-2000:]}"
+
+
+@pytest.mark.parametrize("kind", sorted(TARGETS))
+def test_short_fixed_seed_run(kind):
+    result = campaign(kind, SHORT_RUN, seed=2026, corpus=None, log=lambda *_: None)
+    assert not result["findings"], result["findings"]
