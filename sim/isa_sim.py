@@ -178,7 +178,8 @@ class IsaSim:
         positions: list[int] = []           # index of each executed entry in ``instrs``
         instrs: list[Instruction] = []      # every instruction reached, in issue order
         decoded: dict[int, Instruction] = {}
-        loops = LoopStack(n)
+        loops = LoopStack(n, self.config.imem_rows)
+        pcs: list[int] = []                 # index in the program of every entry of ``instrs``
         budget = isa_branch.BackwardBudget()
         taken: set[int] = set()             # positions in ``instrs`` of taken BRANCHes
         late_stop = False                   # stopped by BRANCH_LIMIT (after the condition read)
@@ -220,10 +221,12 @@ class IsaSim:
                 code, error_pc, message, trapped = t.code, pc, str(t), True
                 note(f"{pc:5d}: {text} -> {code.name}: {message}")
                 instrs.append(instr)
+                pcs.append(pc)
                 break
             note(f"{pc:5d}: {text}")
             positions.append(len(instrs))
             instrs.append(instr)
+            pcs.append(pc)
             executed.append((pc, shown, footprint))
             if instr.name == "HALT":
                 code, error_pc, message = ErrorCode.NONE, None, ""
@@ -244,14 +247,12 @@ class IsaSim:
             # PC_OVERFLOW ends the stream by itself.
             stop_at = len(instrs) - 1 if trapped else None
             self._add_timing(result, instrs, executed, positions, n, stop_at, taken=taken,
-                             late_stop=late_stop)
+                             late_stop=late_stop, pcs=pcs, end_pc=pc)
         return result
 
     # -- helpers -------------------------------------------------------------------------
     def _boot_error(self, program: Program, n: int) -> tuple[ErrorCode, str] | None:
         cfg = self.config
-        if n > cfg.imem_rows:
-            return ErrorCode.PROGRAM_TOO_LARGE, f"{n} instructions, instruction memory holds {cfg.imem_rows}"
         if program.program_addr % cfg.bus_bytes:
             return ErrorCode.DMA_MISALIGNED, f"program_addr {program.program_addr:#x} not bus-word aligned"
         end = program.program_addr + n * INSTR_BYTES
@@ -262,7 +263,8 @@ class IsaSim:
     def _add_timing(self, result: IsaResult, instrs: list[Instruction],
                     executed: list[tuple[int, object, Footprint | None]], positions: list[int],
                     prog_len: int, stop_at: int | None = None, boot_error: bool = False,
-                    taken: set | None = None, late_stop: bool = False) -> None:
+                    taken: set | None = None, late_stop: bool = False, pcs=None,
+                    end_pc: int | None = None) -> None:
         """Fill cycles/busy (and hazards) from the timing model.
 
         ``instrs`` are the instructions reached in issue order, a failing one included (at
@@ -277,6 +279,8 @@ class IsaSim:
                 raise RuntimeError("check_hazards needs the timing model sim/npu_timing.py")
             return
         extra = {"taken": taken, "late_stop": late_stop} if taken or late_stop else {}
+        if pcs is not None:
+            extra.update(pcs=pcs, end_pc=end_pc)
         t = model.run_issued(instrs, stop_at=stop_at, prog_len=prog_len, boot_error=boot_error, **extra)
         result.timing = t
         result.cycles = int(t.total_cycles)
