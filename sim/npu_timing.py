@@ -37,8 +37,9 @@ Loops
     body to the first costs nothing: the first instruction of the next iteration enters IR
     the cycle after the last one of the body issues, exactly as straight-line code.  A body
     stays in the buffer while its loop runs (``keep``), so it is fetched once.  An illegal
-    LOOP (one whose body is longer than ``imem_rows`` included) stops the NPU like a
-    failing instruction.
+    LOOP (one whose body is not shorter than ``imem_rows`` included: the buffer must hold
+    the body and the instruction after it, which is fetched while the body's last
+    instruction waits to leave the read port) stops the NPU like a failing instruction.
 Branches
     A BRANCH waits like SYNC until cycle ``c`` (in IR, wait mask met), reads its condition
     in ``c`` and issues at ``c+1``.  Not taken: the next instruction enters IR at ``c+2``

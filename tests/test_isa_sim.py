@@ -457,11 +457,11 @@ def test_programs_longer_than_imem_and_pc_overflow():
     n = 3 * CFG.imem_rows
     res = IsaSim(CFG).run(Program(CFG, [make("SYNC")] * n + [make("HALT")]))
     assert res.ok and res.instructions_executed == n + 1 and res.cycles > n
-    # a LOOP body must fit in the instruction buffer
-    body = [make("SYNC")] * (CFG.imem_rows + 1) + [make("HALT")]
-    fits = Program(CFG, [make("LOOP", count=2, body=CFG.imem_rows)] + body)
-    assert IsaSim(CFG).run(fits, timing=False).ok
-    big = Program(CFG, [make("LOOP", count=2, body=CFG.imem_rows + 1)] + body)
+    # a LOOP body and the instruction after it must fit in the instruction buffer
+    body = [make("SYNC")] * CFG.imem_rows + [make("HALT")]
+    fits = Program(CFG, [make("LOOP", count=2, body=CFG.imem_rows - 1)] + body)
+    assert IsaSim(CFG).run(fits).ok
+    big = Program(CFG, [make("LOOP", count=2, body=CFG.imem_rows)] + body)
     res = IsaSim(CFG).run(big, timing=False)
     assert (res.error_code, res.error_pc, res.instructions_executed) == (ErrorCode.ILLEGAL_INSTRUCTION, 0, 0)
     _, res = run("SYNC\nSYNC")
