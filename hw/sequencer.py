@@ -1,17 +1,26 @@
-"""Sequencer: boot loader, instruction fetch, checking and in-order issue.
+"""Sequencer: instruction fetch from external memory, checking and in-order issue.
 
 States (cycle 0 is the cycle after the CTRL.START write):
 
-* IDLE -> (START) boot checks (hw/csr.py); on an error stop at once.
-* BOOT: request the program's ``M = PROG_LEN * words_per_instr`` bus words one per cycle
-  from cycle 0; responses arrive ``mem_latency`` later and are packed into IMEM rows.  RUN
-  starts the cycle after the last response (cycle ``M + mem_latency``), or at cycle 1 if
-  ``M == 0``.
-* RUN: a two-stage front end.  The IMEM read port fetches instruction ``pc_f`` (data the
-  next cycle); an instruction moves from the read port into the issue register (IR), being
-  checked (hw/checker.py) on the way, whenever IR is empty or issuing.  So IR holds
-  instruction 0 two cycles after RUN starts, and instruction k+1 the cycle after
-  instruction k issues: one instruction per cycle at best.
+* IDLE -> (START) start checks (hw/csr.py); on an error stop at once, else RUN at cycle 0.
+  There is no boot: the program stays in external memory and is fetched while it runs.
+* Instruction fetch.  IMEM is a circular buffer: instruction ``i`` of the program lives in
+  row ``i mod imem_rows`` (imem_rows a power of two).  The fetch engine requests the
+  program's bus words in order, one per cycle, in every cycle in which the DMA is not busy
+  and the instruction's row is free: ``i < keep + imem_rows``, ``keep`` being the first
+  instruction the front end may still read (the first of the outermost active LOOP body,
+  else one past the last instruction read).  Responses come back in order ``mem_latency``
+  cycles later (a shift register of "mine" bits tells them from the DMA's, hw/top.py) and
+  are packed into the instruction's row; ``arrived`` counts the instructions written.
+* RUN: a two-stage front end.  The IMEM read port reads instruction ``pc_f`` (data the next
+  cycle) once it has arrived (or lies past PROG_LEN: the checker then stops with
+  PC_OVERFLOW); an instruction moves from the read port into the issue register (IR),
+  checked (hw/checker.py) on the way, when IR is empty or issuing *and* the next
+  instruction can be read in the same cycle (the loop stack advances on reads, and a LOOP
+  must leave the read port together with the read of its first body instruction).  With
+  the buffer ahead of the front end, IR holds instruction k+1 the cycle after instruction k
+  issues: one instruction per cycle at best.
+
 * An instruction in IR issues when its unit is ``ready`` and every unit in its ``wait`` mask
   is idle (not ``busy``); SYNC and LOOP need only the wait mask.  HALT, and any instruction
   with a non-zero error code, stop the NPU in the first cycle in which every unit is idle
@@ -22,10 +31,27 @@ States (cycle 0 is the cycle after the CTRL.START write):
   and IR holds its effective addresses: units never see a loop.
 * BRANCH: in the cycle it could issue like SYNC it reads its condition row (own read ports
   on ASRAM and ACC, ``cond_asram``/``cond_acc``); the next cycle it decides and issues.  A
-  taken branch drops the instruction in the read port and fetches the target (the loop
-  stack's ``jump``), so the target reaches IR two cycles after the issue.  A taken backward
-  branch that would pass its ``limit`` (``back_taken``, reset by CTRL.START) stops the NPU
-  with BRANCH_LIMIT instead, once every unit is idle.
+  taken branch drops the instruction in the read port, restarts the fetch engine and the
+  loop stack at the target (in-flight responses are dropped: ``live``), and the target is
+  read once it has arrived.  A taken backward branch that would pass its ``limit``
+  (``back_taken``, reset by CTRL.START) stops the NPU with BRANCH_LIMIT instead, once every
+  unit is idle.
+
+Why this design (rules: sim/npu_timing.py, "Fetch").  Ethos-U reads its command stream
+from memory through its own AXI port; VTA's fetch module DMAs instructions into
+per-module queues ahead of execution.  Both pay for a second master or a queue per unit;
+here the fetch engine takes only the bus cycles the DMA leaves idle, so the DMA's timing
+(and with it every unit's) is exactly what it was, and a compute-bound layer, where the
+DMA is idle most of the time, fetches for free; the whole program needs no boot, so
+programs of any length run, and a short one starts W + L cycles after START instead of
+after its whole image.  Priority to the DMA cannot starve the program: the DMA is idle at
+least one cycle between two commands and whenever the front end waits on an instruction
+(its next command is not issued yet).  LOOP bodies stay resident while they run (``keep``
+pins their first instruction), so loop-back costs nothing and a body is fetched once; a
+body must leave one row for the instruction after it (``body < imem_rows``, else the last
+iteration could not fetch its successor: ILLEGAL_INSTRUCTION).  A taken BRANCH flushes
+the buffer and refetches from its target (branches are rare: WHILE_LOOP iterations;
+keeping targets resident would need the buffer to track arbitrary windows).
 """
 from __future__ import annotations
 

@@ -1,8 +1,8 @@
 """The ISA simulator: runs a program image bit-exactly as the RTL does, every memory byte.
 
-:class:`IsaSim` boots like the hardware: it copies the program's instruction stream from
-external memory (``program_addr``, ``len(program.instructions)`` instructions) into the
-instruction memory, then executes from PC 0 in program order until HALT or an error.  The
+:class:`IsaSim` reads the program's instruction stream from external memory
+(``program_addr``, ``len(program.instructions)`` instructions; the hardware fetches it while
+it runs, any length) and executes from PC 0 in program order until HALT or an error.  The
 instruction semantics live in sim/isa_units.py, the hazard checker in sim/isa_hazards.py;
 cycles come from the RTL's cycle model in sim/npu_timing.py.
 
@@ -13,8 +13,7 @@ model's per-instruction ``(start, end)`` cycles.
 Boot and stop conventions (the ISA table does not describe the loader; these are the
 RTL's, hw/csr.py and hw/checker.py):
 
-* more instructions than ``imem_rows``: PROGRAM_TOO_LARGE; ``program_addr`` not bus-word
-  aligned: DMA_MISALIGNED; the stream reaching past ``ext_mem_bytes``: DMA_OUT_OF_RANGE.
+* ``program_addr`` not bus-word aligned: DMA_MISALIGNED; the stream reaching past ``ext_mem_bytes``: DMA_OUT_OF_RANGE.
   Checked in that order before anything is read; nothing runs, error_pc and stop_pc are 0;
 * a word that does not decode is ILLEGAL_INSTRUCTION when the PC reaches it (not before);
 * running past the last instruction without HALT is PC_OVERFLOW with error_pc = the

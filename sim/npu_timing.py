@@ -109,7 +109,7 @@ class Timing:
     per_instruction : list of InstrTiming
         One entry per instruction reached, the stopping one (HALT or failing) included.
     run_start : int
-        First cycle of RUN (after boot).
+        First cycle of RUN: 0 (there is no boot; instructions are fetched while running).
     stop_index : int
         Position in issue order of the instruction the NPU stopped at (its index in a
         program without LOOP).
