@@ -104,7 +104,7 @@ def test_fetch_waits_while_the_dma_owns_the_bus(small_rtl):
     W, L, S, n = INSTR_BYTES // CFG.bus_bytes, CFG.mem_latency, 600, 20
     instrs = [make("DMA_LOAD", sram=0, sram_addr=0, ext_addr=0x1000, len0=S, len1=1, len2=1)]
     instrs += [make("SYNC")] * (n - 2) + [make("HALT")]
-    rtl, ref = lockstep(small_rtl, CFG, instrs, bytes(0x8000), program_addr=0x20000)
+    rtl, ref = lockstep(small_rtl, CFG, instrs, bytes(0x8000), program_addr=0x4000)
     dma_end = 21 + S + L
     arrives_2 = dma_end + 2 + L + 1
     last = arrives_2 + W * (n - 3)
@@ -115,6 +115,6 @@ def test_fetch_waits_while_the_dma_owns_the_bus(small_rtl):
 def test_loop_body_longer_than_the_buffer_is_illegal(small_rtl):
     body = [make("SYNC")] * CFG.imem_rows
     instrs = [make("LOOP", count=2, body=len(body))] + body + [make("HALT")]
-    rtl, _ = lockstep(small_rtl, CFG, instrs, bytes(0x1000), program_addr=0x10000,
+    rtl, _ = lockstep(small_rtl, CFG, instrs, bytes(0x4000), program_addr=0x1000,
                       expect=ErrorCode.ILLEGAL_INSTRUCTION, hazard_free=False)
     assert rtl.stop_pc == 0

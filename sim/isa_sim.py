@@ -10,7 +10,7 @@ Functional results do not depend on how instructions overlap in time, provided t
 masks order every conflicting pair; ``check_hazards=True`` verifies that against the timing
 model's per-instruction ``(start, end)`` cycles.
 
-Boot and stop conventions (the ISA table does not describe the loader; these are the
+Start and stop conventions (the ISA table does not describe the loader; these are the
 RTL's, hw/csr.py and hw/checker.py):
 
 * ``program_addr`` not bus-word aligned: DMA_MISALIGNED; the stream reaching past ``ext_mem_bytes``: DMA_OUT_OF_RANGE.
