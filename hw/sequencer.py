@@ -43,8 +43,8 @@ per-module queues ahead of execution.  Both pay for a second master or a queue p
 here the fetch engine takes only the bus cycles the DMA leaves idle, so the DMA's timing
 (and with it every unit's) is exactly what it was, and a compute-bound layer, where the
 DMA is idle most of the time, fetches for free; the whole program needs no boot, so
-programs of any length run, and a short one starts W + L cycles after START instead of
-after its whole image.  Priority to the DMA cannot starve the program: the DMA is idle at
+programs of any length run, and the first instruction is in IR 2W + L + 1 cycles after
+START (W bus words per instruction, L the memory latency) instead of after the whole image.  Priority to the DMA cannot starve the program: the DMA is idle at
 least one cycle between two commands and whenever the front end waits on an instruction
 (its next command is not issued yet).  LOOP bodies stay resident while they run (``keep``
 pins their first instruction), so loop-back costs nothing and a body is fetched once; a
