@@ -76,8 +76,8 @@ def run_checked(build_dir, config: NpuConfig, instrs, memory: bytes | bytearray,
 
 def lockstep(build_dir, config: NpuConfig, instrs, memory: bytes | bytearray,
              expect: ErrorCode | None = ErrorCode.NONE, hazard_free: bool = True,
-             max_cycles: int = 0):
-    """Run ``instrs`` (placed at address 0 of ``memory``) on the RTL and on the ISA simulator;
+             max_cycles: int = 0, program_addr: int = 0):
+    """Run ``instrs`` (placed at ``program_addr`` of ``memory``) on the RTL and on the ISA simulator;
     everything observable must agree: ERROR_CODE, STOP_PC, the interrupt line, CYCLES and the
     busy counters, every external-memory byte and every scratchpad row.
 
@@ -89,9 +89,9 @@ def lockstep(build_dir, config: NpuConfig, instrs, memory: bytes | bytearray,
     from sim.isa.sim import IsaSim
 
     mem = bytearray(memory)
-    place_program(mem, instrs)
+    place_program(mem, instrs, program_addr)
     image = bytes(mem)
-    program = Program(config, list(instrs))
+    program = Program(config, list(instrs), program_addr=program_addr)
     ref = IsaSim(config, check_hazards=hazard_free).run(program, image, max_cycles=max_cycles)
     if hazard_free:
         assert not ref.hazards, ref.hazards[0]

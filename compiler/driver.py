@@ -34,9 +34,7 @@ from compiler.dataflow import Dataflow, build_dataflow
 from compiler.frontends import load_graph
 from compiler.graph.control import CONTROL_OPS, inline_control_flow
 from compiler.graph.validate import check_graph
-from compiler.kinds.conv.plan import ConvPlan
 from compiler.kinds.conv.tap_packing import pack_taps
-from compiler.kinds.conv.tiling import choose_plans
 from compiler.kinds.registry import kind_of
 from compiler.kinds.variables.layer import check_block as check_variable_blocks
 from compiler.link.control import compile_linked, needs_linking
@@ -50,15 +48,9 @@ from compiler.program.builder import build_program
 LOOP_SEARCH_LIMIT = 16384
 
 
-def _instructions(plan) -> int:
-    """Straight-line instructions of a layer's plan (a conv's estimate, else its ops)."""
-    if plan is None:
-        return 0
-    return plan.estimate["instructions"] if isinstance(plan, ConvPlan) else len(getattr(plan, "ops", ()))
-
-
 class InstructionMemoryFull(Unsupported):
-    """The program does not fit the instruction memory (``needed`` instructions)."""
+    """The program does not fit the instruction memory (``needed`` instructions).  No longer
+    raised: instructions are fetched from external memory, programs of any length run."""
 
     def __init__(self, message: str, needed: int):
         super().__init__(message)
@@ -140,46 +132,23 @@ def run_pipeline(graph: Graph, config: NpuConfig = DEFAULT_CONFIG, loops: bool =
     for i, (layer, kind) in enumerate(zip(layers, kinds)):
         if kind.lower is not None:
             plans[i] = kind.lower(layer, ctx, i)
-    copies = sum(len(plan.ops) for plan in plans if plan is not None)
 
-    # With loops, try the fastest plans first: looped, they usually fit.  Else (or when they
-    # do not fit) step layers down to plans with fewer instructions (straight-line counts).
-    attempts = [[cands[0] for cands in candidates]] if loops else []
-    fitted = choose_plans(candidates, config, reserved=copies)
-    if not attempts or any(a is not b for a, b in zip(fitted, attempts[0])):
-        attempts.append(fitted)
-    for n, attempt in enumerate(attempts):
-        for i, plan in zip(convs, attempt):
-            plans[i] = plan
-        last = n == len(attempts) - 1
-        # Refuse hopeless straight-line programs before lowering them (the estimate counts
-        # all but rare padding fills).
-        estimated = 1 + copies + sum(plans[i].estimate["instructions"] for i in convs)
-        if not loops and estimated > 2 * config.imem_rows:
-            raise imem_error(estimated, False, layers, plans, candidates, convs, config)
-        if loops and estimated > LOOP_SEARCH_LIMIT:
-            # The loop search is superlinear in the program's length: beyond this, layers
-            # must emit their loops directly (not done yet for such layers).
-            if last:
-                raise InstructionMemoryFull(
-                    f"the program needs about {estimated} straight-line instructions, more than the "
-                    f"compiler's loop compression takes ({LOOP_SEARCH_LIMIT}); the NPU's instruction memory "
-                    f"holds {config.imem_rows} (largest layers: "
-                    + ", ".join(f"{layers[i].where()} {_instructions(plans[i])}"
-                                for i in sorted(range(len(plans)), key=lambda i: -_instructions(plans[i]))[:3])
-                    + ")", estimated)
-            continue
-        ops: list[Op] = []
-        for i, plan in enumerate(plans):
-            ops += kinds[i].emit(plan, ext, config, i) if kinds[i].emit is not None else plan.ops
-        if not loops and len(ops) + 1 > config.imem_rows:
-            raise imem_error(len(ops) + 1, True, layers, plans, candidates, convs, config)
-        scheduled = schedule(ops)
-        program_ops = compress_loops(scheduled.ops, config) if loops else scheduled.ops
-        if len(program_ops) <= config.imem_rows:
-            break
-        if last:
-            raise imem_error(len(program_ops), True, layers, plans, candidates, convs, config)
+    # Instructions are fetched from external memory while the program runs (hw/sequencer.py):
+    # a program of any length runs, so every layer takes its fastest plan.  LOOPs still
+    # shrink the program (less instruction fetch on the bus).  A straight-line program too
+    # long for the loop search, or whose loops would not fit in the instruction buffer (a
+    # LOOP body must: isa/instructions.py), runs straight.
+    for i, cands in zip(convs, candidates):
+        plans[i] = cands[0]
+    ops: list[Op] = []
+    for i, plan in enumerate(plans):
+        ops += kinds[i].emit(plan, ext, config, i) if kinds[i].emit is not None else plan.ops
+    scheduled = schedule(ops)
+    program_ops = scheduled.ops
+    if loops and len(scheduled.ops) <= LOOP_SEARCH_LIMIT:
+        looped = compress_loops(scheduled.ops, config)
+        if all(op.instr.name != "LOOP" or op.instr.values["body"] < config.imem_rows for op in looped):
+            program_ops = looped
 
     info = {
         "source": graph.source,
@@ -191,17 +160,3 @@ def run_pipeline(graph: Graph, config: NpuConfig = DEFAULT_CONFIG, loops: bool =
     program = build_program(scheduled, ext, config, info, program_ops)
     return Compilation(graph, config, flow, layers, plans, ext, scheduled, program, program_ops)
 
-
-def imem_error(count: int, exact: bool, layers: list, plans: list, candidates: list[list[ConvPlan]],
-               convs: list[int], config: NpuConfig) -> InstructionMemoryFull:
-    """The instruction memory overflow, naming the layers that need the most."""
-    fewest = {layers[i].where(): cands[-1].estimate["instructions"] for i, cands in zip(convs, candidates)}
-    fewest.update({plan.layer.where(): len(plan.ops) for plan in plans if not isinstance(plan, ConvPlan)})
-    top = sorted(fewest.items(), key=lambda item: -item[1])[:3]
-    big = [name for name, n in fewest.items() if n + 1 > config.imem_rows]
-    why = (f"{', '.join(big)} alone need{'s' if len(big) == 1 else ''} more" if big
-           else "the layers need more together")
-    return InstructionMemoryFull(
-        f"the program needs {'' if exact else 'about '}{count} instructions; the NPU's instruction memory "
-        f"holds {config.imem_rows} (fewest per layer: {', '.join(f'{name} {n}' for name, n in top)}; {why}: "
-        f"even with LOOPs)", count)

@@ -1,6 +1,6 @@
 """The NPU hardware in Amaranth 0.5, and its Verilator simulation harness.
 
-top.Npu (the NPU) = sequencer.Sequencer (boot, fetch with loop.LoopStack for LOOP,
+top.Npu (the NPU) = sequencer.Sequencer (instruction fetch into a circular IMEM, loop.LoopStack for LOOP,
 checker.InstrChecker, in-order issue)
 + dma.Dma + mxu.Mxu (systolic array) + vpu.Vpu (ACT) + csr.CsrBlock (register map), around
 the scratchpad memories; interfaces.py holds the bus signatures, decode.py the instruction

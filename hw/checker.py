@@ -14,7 +14,8 @@ any unit sees it; units never fail.  Rules (isa/instructions.py docs):
   ACC rows written (two per INT16 result);
 * ACT: SRAM_OVERFLOW for the three parameter rows (always) and, when ``count > 0``, for
   the ACC rows read and the ASRAM rows written;
-* LOOP: ILLEGAL_INSTRUCTION if ``body == 0``, the body runs past the program, ``loop_full``
+* LOOP: ILLEGAL_INSTRUCTION if ``body == 0``, ``body >= imem_rows`` (the body and the instruction
+  after it must fit in the instruction buffer, hw/sequencer.py), the body runs past the program, ``loop_full``
   (LOOP_DEPTH loops active), or the body ends past ``loop_end`` (one past the innermost
   active body; PROG_LEN when no loop is active).
 * BRANCH: ILLEGAL_INSTRUCTION for test 3, a target past the program or ``loop_active``; then
@@ -132,7 +133,7 @@ class InstrChecker(wiring.Component):
         loop = instr_layout("LOOP")(self.word)
         loop_last = self.pc + loop.body
         loop_illegal = ((loop.body == 0) | (loop_last >= self.prog_len) | self.loop_full
-                        | (loop_last >= self.loop_end))
+                        | (loop_last >= self.loop_end) | (loop.body >= cfg.imem_rows))
         m.d.comb += self.loop_ok.eq((opcode == BY_NAME["LOOP"].opcode) & (self.pc < self.prog_len)
                                     & (loop[RESERVED] == 0) & ~loop_illegal)
         effective = {}                # opcode -> (defn, {field: effective value})

@@ -5,13 +5,13 @@ cocotb harness read it from here.  Registers are 32 bits at word-aligned byte of
 CSR bus addresses words (``offset // 4``).
 
 Run protocol: write PROG_ADDR and PROG_LEN, optionally IRQ_ENABLE, then CTRL.START.  The
-NPU boots (copies PROG_LEN 256-bit instructions from external byte address PROG_ADDR into
-its instruction memory), runs, and stops on HALT or on an error, setting STATUS.DONE or
-STATUS.ERROR, ERROR_CODE and STOP_PC, and raising IRQ_STATUS.PENDING.
+NPU runs the PROG_LEN 256-bit instructions at external byte address PROG_ADDR (fetching
+them while it runs, hw/sequencer.py: any length) and stops on HALT or on an error, setting
+STATUS.DONE or STATUS.ERROR, ERROR_CODE and STOP_PC, and raising IRQ_STATUS.PENDING.
 
-Boot checks, in this order, stop the NPU before it reads anything (STOP_PC 0):
-PROG_LEN > imem_rows is PROGRAM_TOO_LARGE; PROG_ADDR not a multiple of bus_bytes is
-DMA_MISALIGNED; PROG_ADDR + 32 * PROG_LEN > ext_mem_bytes is DMA_OUT_OF_RANGE.
+Start checks, in this order, stop the NPU before it reads anything (STOP_PC 0):
+PROG_ADDR not a multiple of bus_bytes is DMA_MISALIGNED; PROG_ADDR + 32 * PROG_LEN >
+ext_mem_bytes is DMA_OUT_OF_RANGE.
 
 Watchdog: with MAX_CYCLES = M > 0, from the cycle in which CYCLES reaches M (cycle M after
 START) the block holds ``abort`` high; the sequencer then issues nothing more and stops with

@@ -65,12 +65,16 @@ def effective_fields(defn, view, offsets, config: NpuConfig) -> dict:
 class LoopStack(wiring.Component):
     """The loop stack and fetch address of the sequencer (module docstring).
 
-    ``advance``: the fetch uses ``addr`` this cycle.  ``enter``: a legal LOOP (fields
-    ``count``, ``body``, increments in ``loop``; index ``loop_pc``) leaves the fetch stage this
-    cycle (the sequencer fetches in the same cycle).  ``jump``: a taken BRANCH (no loop is
-    active) fetches ``jump_pc`` this cycle.  ``restart``: forget every loop and
-    fetch from 0 next.  ``full``: LOOP_DEPTH loops are active; ``active``: at least one;
-    ``end``: one past the last instruction of the innermost active body.
+    ``advance``: the fetch uses ``addr`` this cycle (``addr`` is valid in every cycle, so the
+    sequencer can ask whether that instruction is in its buffer before fetching).
+    ``enter``: a legal LOOP (fields ``count``, ``body``, increments in ``loop``; index
+    ``loop_pc``) is in the fetch stage and leaves it if the sequencer fetches this cycle.
+    ``restart``: forget every loop and fetch from ``restart_pc`` next (start, and a taken
+    BRANCH, which never has a loop active).  ``full``: LOOP_DEPTH loops are active;
+    ``active``: at least one; ``end``: one past the last instruction of the innermost active
+    body; ``outer_start``: the first instruction of the outermost active body; ``next_pc``:
+    one past the last fetched instruction (the sequencer's instruction buffer keeps
+    ``outer_start`` onwards while a loop is active, else ``next_pc`` onwards).
 
     Per level, registers hold what is looked at every cycle (active, end of body,
     iterations left); a small memory holds the rest (first instruction, increments, and the
@@ -92,9 +96,10 @@ class LoopStack(wiring.Component):
             "enter": In(1),
             "loop": In(self._loop_fields),
             "loop_pc": In(pc_bits),
-            "jump": In(1),
-            "jump_pc": In(pc_bits),
+            "restart_pc": In(pc_bits),
             "addr": Out(pc_bits),
+            "next_pc": Out(pc_bits),
+            "outer_start": Out(pc_bits),
             "offsets": Out(offsets_layout()),
             "full": Out(1),
             "active": Out(1),
@@ -131,30 +136,31 @@ class LoopStack(wiring.Component):
             innermost_end = Mux(valid[d], end[d], innermost_end)
         m.d.comb += [self.end.eq(innermost_end), self.full.eq(valid[-1]), self.active.eq(valid[0])]
 
-        # Everything below matters only in a cycle that fetches: keeping it inside the
-        # branch lets Verilator skip it in the other cycles.
+        outer_start = Signal(pcw)
+        m.d.comb += [self.next_pc.eq(seq_pc), self.outer_start.eq(outer_start)]
+        # The fetch address is needed in every cycle (the sequencer fetches only an
+        # instruction already in its buffer); the updates below only in a cycle that fetches.
+        skip = self.enter & (self.loop.count == 0)
+        q = Mux(skip, self.loop_pc + 1 + self.loop.body, seq_pc)
+        at_end = Cat(valid[d] & (end[d] == q) for d in range(depth))
+        back = Cat(at_end[d] & (left[d] != 0) for d in range(depth))   # at its end, iterations left
+        # The innermost level that can go back does; the levels inside it end, as does
+        # every level at its end when none can go back.
+        pop = Cat(at_end[d] & ((back >> d) == 0) for d in range(depth))
+        back_level = Signal(range(depth))
+        end_level = Signal(range(depth))
+        for d in range(depth):                         # last assignment wins: innermost
+            with m.If(back[d]):
+                m.d.comb += back_level.eq(d)
+        for d in reversed(range(depth)):               # outermost level that ends
+            with m.If(pop[d]):
+                m.d.comb += end_level.eq(d)
+        m.d.comb += [
+            back_r.addr.eq(back_level),
+            end_r.addr.eq(end_level),
+            self.addr.eq(Mux(back.any(), back_r.data.start, q)),
+        ]
         with m.If(self.advance):
-            skip = self.enter & (self.loop.count == 0)
-            # A taken BRANCH (never with a loop active) fetches its target instead.
-            q = Mux(self.jump, self.jump_pc, Mux(skip, self.loop_pc + 1 + self.loop.body, seq_pc))
-            at_end = Cat(valid[d] & (end[d] == q) for d in range(depth))
-            back = Cat(at_end[d] & (left[d] != 0) for d in range(depth))   # at its end, iterations left
-            # The innermost level that can go back does; the levels inside it end, as does
-            # every level at its end when none can go back.
-            pop = Cat(at_end[d] & ((back >> d) == 0) for d in range(depth))
-            back_level = Signal(range(depth))
-            end_level = Signal(range(depth))
-            for d in range(depth):                     # last assignment wins: innermost
-                with m.If(back[d]):
-                    m.d.comb += back_level.eq(d)
-            for d in reversed(range(depth)):           # outermost level that ends
-                with m.If(pop[d]):
-                    m.d.comb += end_level.eq(d)
-            m.d.comb += [
-                back_r.addr.eq(back_level),
-                end_r.addr.eq(end_level),
-                self.addr.eq(Mux(back.any(), back_r.data.start, q)),
-            ]
             m.d.sync += seq_pc.eq(self.addr + 1)
             with m.If(at_end.any()):
                 for d in range(depth):
@@ -182,8 +188,10 @@ class LoopStack(wiring.Component):
                     with m.If(slot == d):
                         m.d.sync += [valid[d].eq(1), end[d].eq(self.loop_pc + 1 + self.loop.body),
                                      left[d].eq(self.loop.count - 1)]
+                with m.If(~valid[0]):
+                    m.d.sync += outer_start.eq(self.loop_pc + 1)
         with m.If(self.restart):
-            m.d.sync += seq_pc.eq(0)
+            m.d.sync += seq_pc.eq(self.restart_pc)
             m.d.sync += [v.eq(0) for v in valid]
             m.d.sync += [t.eq(0) for t in total.values()]
         return m

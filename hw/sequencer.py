@@ -1,17 +1,26 @@
-"""Sequencer: boot loader, instruction fetch, checking and in-order issue.
+"""Sequencer: instruction fetch from external memory, checking and in-order issue.
 
 States (cycle 0 is the cycle after the CTRL.START write):
 
-* IDLE -> (START) boot checks (hw/csr.py); on an error stop at once.
-* BOOT: request the program's ``M = PROG_LEN * words_per_instr`` bus words one per cycle
-  from cycle 0; responses arrive ``mem_latency`` later and are packed into IMEM rows.  RUN
-  starts the cycle after the last response (cycle ``M + mem_latency``), or at cycle 1 if
-  ``M == 0``.
-* RUN: a two-stage front end.  The IMEM read port fetches instruction ``pc_f`` (data the
-  next cycle); an instruction moves from the read port into the issue register (IR), being
-  checked (hw/checker.py) on the way, whenever IR is empty or issuing.  So IR holds
-  instruction 0 two cycles after RUN starts, and instruction k+1 the cycle after
-  instruction k issues: one instruction per cycle at best.
+* IDLE -> (START) start checks (hw/csr.py); on an error stop at once, else RUN at cycle 0.
+  There is no boot: the program stays in external memory and is fetched while it runs.
+* Instruction fetch.  IMEM is a circular buffer: instruction ``i`` of the program lives in
+  row ``i mod imem_rows`` (imem_rows a power of two).  The fetch engine requests the
+  program's bus words in order, one per cycle, in every cycle in which the DMA is not busy
+  and the instruction's row is free: ``i < keep + imem_rows``, ``keep`` being the first
+  instruction the front end may still read (the first of the outermost active LOOP body,
+  else one past the last instruction read).  Responses come back in order ``mem_latency``
+  cycles later (a shift register of "mine" bits tells them from the DMA's, hw/top.py) and
+  are packed into the instruction's row; ``arrived`` counts the instructions written.
+* RUN: a two-stage front end.  The IMEM read port reads instruction ``pc_f`` (data the next
+  cycle) once it has arrived (or lies past PROG_LEN: the checker then stops with
+  PC_OVERFLOW); an instruction moves from the read port into the issue register (IR),
+  checked (hw/checker.py) on the way, when IR is empty or issuing *and* the next
+  instruction can be read in the same cycle (the loop stack advances on reads, and a LOOP
+  must leave the read port together with the read of its first body instruction).  With
+  the buffer ahead of the front end, IR holds instruction k+1 the cycle after instruction k
+  issues: one instruction per cycle at best.
+
 * An instruction in IR issues when its unit is ``ready`` and every unit in its ``wait`` mask
   is idle (not ``busy``); SYNC and LOOP need only the wait mask.  HALT, and any instruction
   with a non-zero error code, stop the NPU in the first cycle in which every unit is idle
@@ -22,13 +31,30 @@ States (cycle 0 is the cycle after the CTRL.START write):
   and IR holds its effective addresses: units never see a loop.
 * BRANCH: in the cycle it could issue like SYNC it reads its condition row (own read ports
   on ASRAM and ACC, ``cond_asram``/``cond_acc``); the next cycle it decides and issues.  A
-  taken branch drops the instruction in the read port and fetches the target (the loop
-  stack's ``jump``), so the target reaches IR two cycles after the issue.  A taken backward
-  branch that would pass its ``limit`` (``back_taken``, reset by CTRL.START) stops the NPU
-  with BRANCH_LIMIT instead, once every unit is idle.
+  taken branch drops the instruction in the read port, restarts the fetch engine and the
+  loop stack at the target (in-flight responses are dropped: ``live``), and the target is
+  read once it has arrived.  A taken backward branch that would pass its ``limit``
+  (``back_taken``, reset by CTRL.START) stops the NPU with BRANCH_LIMIT instead, once every
+  unit is idle.
 * ``abort`` (the watchdog, hw/csr.py): while high nothing issues, and the NPU stops with
   WATCHDOG in the first cycle in which IR holds an instruction and every unit is idle (an
   error code of the instruction in IR, or BRANCH_LIMIT, takes precedence).
+
+Why this design (rules: sim/npu_timing.py, "Fetch").  Ethos-U reads its command stream
+from memory through its own AXI port; VTA's fetch module DMAs instructions into
+per-module queues ahead of execution.  Both pay for a second master or a queue per unit;
+here the fetch engine takes only the bus cycles the DMA leaves idle, so the DMA's timing
+(and with it every unit's) is exactly what it was, and a compute-bound layer, where the
+DMA is idle most of the time, fetches for free; the whole program needs no boot, so
+programs of any length run, and the first instruction is in IR 2W + L + 1 cycles after
+START (W bus words per instruction, L the memory latency) instead of after the whole image.  Priority to the DMA cannot starve the program: the DMA is idle at
+least one cycle between two commands and whenever the front end waits on an instruction
+(its next command is not issued yet).  LOOP bodies stay resident while they run (``keep``
+pins their first instruction), so loop-back costs nothing and a body is fetched once; a
+body must leave one row for the instruction after it (``body < imem_rows``, else the last
+iteration could not fetch its successor: ILLEGAL_INSTRUCTION).  A taken BRANCH flushes
+the buffer and refetches from its target (branches are rare: WHILE_LOOP iterations;
+keeping targets resident would need the buffer to track arbitrary windows).
 """
 from __future__ import annotations
 
@@ -67,6 +93,8 @@ class Sequencer(wiring.Component):
         self.config = config
         if INSTR_BITS % (8 * config.bus_bytes):
             raise ValueError("an instruction must be a whole number of bus words")
+        if config.imem_rows & (config.imem_rows - 1):
+            raise ValueError("imem_rows must be a power of two (instruction i is in row i mod imem_rows)")
         self.words_per_instr = INSTR_BYTES // config.bus_bytes
         imem_aw = ceil_log2(config.imem_rows)
         super().__init__({
@@ -78,7 +106,6 @@ class Sequencer(wiring.Component):
             "stop": Out(1),
             "stop_code": Out(CODE_BITS),
             "stop_pc": Out(PC_BITS),
-            "booting": Out(1),
             "bus": Out(ExtBusSignature(config)),
             "imem_w": In(WritePort.Signature(addr_width=imem_aw, shape=INSTR_BITS)),
             "imem_r": In(ReadPort.Signature(addr_width=imem_aw, shape=INSTR_BITS)),
@@ -98,37 +125,70 @@ class Sequencer(wiring.Component):
         wpi = self.words_per_instr
         m.submodules.checker = checker = InstrChecker(cfg)
 
+        imem_aw = ceil_log2(cfg.imem_rows)
         prog_len = Signal(PC_BITS)
-        # -- boot ------------------------------------------------------------------------
-        boot_words = Signal(range(cfg.imem_rows * wpi + 1))
-        req_count = Signal.like(boot_words)
-        resp_count = Signal.like(boot_words)
-        req_addr = Signal(cfg.ext_addr_bits)
-        word_in_instr = Signal(range(max(wpi, 2)))
-        imem_row = Signal(range(cfg.imem_rows + 1))
-        pack = Signal(INSTR_BITS)
-        # Instructions arrive lowest word first: shift each word in at the top.
-        packed = Cat(pack[bus_bits:], self.bus.resp_rdata)
-
-        boot_end = self.prog_addr + INSTR_BYTES * self.prog_len[:ceil_log2(cfg.imem_rows + 1) + 1]
-        boot_code = Signal(CODE_BITS)
-        with m.If(self.prog_len > cfg.imem_rows):
-            m.d.comb += boot_code.eq(ErrorCode.PROGRAM_TOO_LARGE)
-        with m.Elif(self.prog_addr[:cfg.bus_bytes.bit_length() - 1] != 0):
-            m.d.comb += boot_code.eq(ErrorCode.DMA_MISALIGNED)
-        with m.Elif(boot_end > cfg.ext_mem_bytes):
-            m.d.comb += boot_code.eq(ErrorCode.DMA_OUT_OF_RANGE)
+        # -- start checks ----------------------------------------------------------------
+        start_code = Signal(CODE_BITS)
+        with m.If(self.prog_addr[:cfg.bus_bytes.bit_length() - 1] != 0):
+            m.d.comb += start_code.eq(ErrorCode.DMA_MISALIGNED)
+        with m.Elif(self.prog_addr + INSTR_BYTES * self.prog_len > cfg.ext_mem_bytes):
+            m.d.comb += start_code.eq(ErrorCode.DMA_OUT_OF_RANGE)
 
         # -- run -------------------------------------------------------------------------
-        pc_bits = ceil_log2(cfg.imem_rows + 3) + 1
+        # Instruction indices: the program is at most ext_mem_bytes long.
+        pc_bits = ceil_log2(cfg.ext_mem_bytes // INSTR_BYTES + 3) + 1
         m.submodules.loops = loops = LoopStack(cfg, pc_bits)
-        pc_f = loops.addr             # next instruction to fetch
+        pc_f = loops.addr             # next instruction to read
         f_valid = Signal()            # the read port holds instruction f_pc
         f_pc = Signal(pc_bits)
         ir_valid = Signal()
         ir_word = Signal(INSTR_BITS)
         ir_err = Signal(CODE_BITS)
         ir_pc = Signal(pc_bits)
+        running = Signal()
+
+        # -- instruction fetch engine --------------------------------------------------------
+        prog_base = Signal(cfg.ext_addr_bits)
+        fp = Signal(pc_bits)          # next instruction to request
+        req_word = Signal(range(max(wpi, 2)))
+        req_addr = Signal(cfg.ext_addr_bits)
+        arrived = Signal(pc_bits)     # instructions fp0 .. arrived-1 are in the buffer
+        resp_word = Signal(range(max(wpi, 2)))
+        pack = Signal(INSTR_BITS)
+        live = Signal(cfg.mem_latency)     # a response of this stream arrives in k+1 cycles
+        # Instructions arrive lowest word first: shift each word in at the top.
+        packed = Cat(pack[bus_bits:], self.bus.resp_rdata)
+        keep = Mux(loops.active, loops.outer_start, loops.next_pc)
+        jump = Signal()
+        request = Signal()
+        m.d.comb += [
+            request.eq(running & ~self.dma.busy & (fp < prog_len) & (fp < keep + cfg.imem_rows) & ~jump),
+            self.bus.req_valid.eq(request),
+            self.bus.req_addr.eq(req_addr),
+            self.bus.req_we.eq(0),
+        ]
+        fire = request & self.bus.req_ready
+        m.d.sync += live.eq(Cat(fire, live[:-1]))
+        with m.If(fire):
+            m.d.sync += req_addr.eq(req_addr + cfg.bus_bytes)
+            with m.If(req_word == wpi - 1):
+                m.d.sync += [req_word.eq(0), fp.eq(fp + 1)]
+            with m.Else():
+                m.d.sync += req_word.eq(req_word + 1)
+        with m.If(self.bus.resp_valid & live[-1]):
+            m.d.sync += pack.eq(packed)
+            with m.If(resp_word == wpi - 1):
+                m.d.sync += [resp_word.eq(0), arrived.eq(arrived + 1)]
+                m.d.comb += [self.imem_w.en.eq(1), self.imem_w.addr.eq(arrived[:imem_aw]),
+                             self.imem_w.data.eq(packed)]
+            with m.Else():
+                m.d.sync += resp_word.eq(resp_word + 1)
+
+        def restart(pc, base):
+            """Start a new stream at instruction ``pc``: drop what is in flight."""
+            m.d.sync += [fp.eq(pc), arrived.eq(pc), req_word.eq(0), resp_word.eq(0), live.eq(0),
+                         req_addr.eq(base + INSTR_BYTES * pc)]
+            m.d.comb += [loops.restart.eq(1), loops.restart_pc.eq(pc)]
 
         busy = Cat(getattr(self, u.name.lower()).busy for u in WAIT_UNITS)
         wait = instr_layout("HALT")(ir_word).wait     # the header is common to all
@@ -139,6 +199,9 @@ class Sequencer(wiring.Component):
         issue = Signal()
         load_ir = Signal()
         fetch = Signal()
+        # The instruction at the fetch address is in the buffer (or past the program: read
+        # it anyway, the checker stops there with PC_OVERFLOW).
+        readable = (pc_f >= prog_len) | (pc_f < arrived)
 
         # BRANCH: the condition row is read while the BRANCH is in IR (data the next cycle).
         br = instr_layout("BRANCH")(ir_word)
@@ -156,12 +219,9 @@ class Sequencer(wiring.Component):
         br_taken = Mux(br.test == BranchTest.ALWAYS, 1, Mux(br.test == BranchTest.ZERO, ~nonzero, nonzero))
         backward = br.target <= ir_pc
         limit_hit = Signal()
-        jump = Signal()
         m.d.comb += [
             limit_hit.eq(br_armed & br_taken & backward & (back_taken >= br.limit)),
             jump.eq(issue & is_branch & br_taken),
-            loops.jump.eq(jump),
-            loops.jump_pc.eq(br.target),
         ]
         f_view = instr_layout("LOOP")(self.imem_r.data)
         m.d.comb += [
@@ -175,7 +235,9 @@ class Sequencer(wiring.Component):
             self.imem_r.addr.eq(pc_f),
             self.imem_r.en.eq(fetch),
             loops.advance.eq(fetch),
-            loops.enter.eq(load_ir & checker.loop_ok),
+            # A LOOP in the read port leaves it exactly when the sequencer fetches (the loop
+            # stack needs the LOOP to know the fetch address).
+            loops.enter.eq(f_valid & checker.loop_ok),
             loops.loop_pc.eq(f_pc),
         ]
         m.d.comb += [loops.loop[f.name].eq(f_view[f.name]) for f in BY_NAME["LOOP"].fields]
@@ -200,49 +262,30 @@ class Sequencer(wiring.Component):
         with m.FSM():
             with m.State("IDLE"):
                 with m.If(self.start):
-                    with m.If(boot_code != ErrorCode.NONE):
-                        m.d.comb += [self.stop.eq(1), self.stop_code.eq(boot_code), self.stop_pc.eq(0)]
+                    with m.If(start_code != ErrorCode.NONE):
+                        m.d.comb += [self.stop.eq(1), self.stop_code.eq(start_code), self.stop_pc.eq(0)]
                     with m.Else():
                         m.d.sync += [
-                            prog_len.eq(self.prog_len),
-                            boot_words.eq(self.prog_len * wpi),
-                            req_count.eq(0), resp_count.eq(0), req_addr.eq(self.prog_addr),
-                            word_in_instr.eq(0), imem_row.eq(0), back_taken.eq(0), br_armed.eq(0),
+                            prog_len.eq(self.prog_len), prog_base.eq(self.prog_addr),
+                            back_taken.eq(0), br_armed.eq(0), f_valid.eq(0), ir_valid.eq(0),
                         ]
-                        m.next = "BOOT"
-
-            with m.State("BOOT"):
-                m.d.comb += [
-                    self.running.eq(1),
-                    self.booting.eq(1),
-                    self.bus.req_valid.eq(req_count != boot_words),
-                    self.bus.req_addr.eq(req_addr),
-                    self.bus.req_we.eq(0),
-                ]
-                with m.If(self.bus.req_valid & self.bus.req_ready):
-                    m.d.sync += [req_count.eq(req_count + 1), req_addr.eq(req_addr + cfg.bus_bytes)]
-                with m.If(self.bus.resp_valid):
-                    m.d.sync += [pack.eq(packed), resp_count.eq(resp_count + 1)]
-                    with m.If(word_in_instr == wpi - 1):
-                        m.d.sync += [word_in_instr.eq(0), imem_row.eq(imem_row + 1)]
-                        m.d.comb += [self.imem_w.en.eq(1), self.imem_w.addr.eq(imem_row),
-                                     self.imem_w.data.eq(packed)]
-                    with m.Else():
-                        m.d.sync += word_in_instr.eq(word_in_instr + 1)
-                last_resp = self.bus.resp_valid & (resp_count == boot_words - 1)
-                with m.If((boot_words == 0) | last_resp):
-                    m.d.sync += [f_valid.eq(0), ir_valid.eq(0)]
-                    m.d.comb += loops.restart.eq(1)
-                    m.next = "RUN"
+                        restart(0, self.prog_addr)
+                        m.next = "RUN"
 
             with m.State("RUN"):
-                m.d.comb += self.running.eq(1)
+                m.d.comb += [self.running.eq(1), running.eq(1)]
+                # An instruction leaves the read port (into IR) only together with the read
+                # of the next one: the loop stack advances on reads.
+                ir_free = ~ir_valid | issue
                 m.d.comb += [
-                    load_ir.eq(f_valid & (~ir_valid | issue) & ~jump),
-                    fetch.eq(~f_valid | load_ir | jump),
+                    load_ir.eq(f_valid & ir_free & readable & ~jump),
+                    fetch.eq((~f_valid | ir_free) & readable & ~jump),
                 ]
                 with m.If(fetch):
                     m.d.sync += [f_valid.eq(1), f_pc.eq(pc_f)]
+                with m.Elif(jump):           # refetch from the target
+                    m.d.sync += f_valid.eq(0)
+                    restart(br.target, prog_base)
                 with m.If(load_ir):
                     m.d.sync += [ir_valid.eq(1), ir_word.eq(checker.word_eff), ir_err.eq(checker.code),
                                  ir_pc.eq(f_pc)]

@@ -5,7 +5,8 @@ Scratchpads (Amaranth memories sized by the configuration) and who uses them:
 ========  ===================  ======================================================
 memory    row                  ports
 ========  ===================  ======================================================
-IMEM      one instruction      sequencer write (boot), sequencer read (fetch)
+IMEM      one instruction      sequencer write (instruction fetch), sequencer read (front end):
+                               a circular buffer of the program (hw/sequencer.py)
 ASRAM     array_rows int8      DMA write, VPU write, DMA read (store), MXU read, VPU reads (3),
                                TABLE read and write, sequencer read (BRANCH condition)
 WSRAM     array_cols int8      DMA write, MXU read
@@ -23,12 +24,12 @@ time-multiplex their ports, without changing the ISA.  The VPU reads one row per
 each of its operand ports a, b, c.)
 
 External interfaces: ``csr`` (hw/interfaces.CsrBusSignature, register map in hw/csr.py),
-``bus`` (hw/interfaces.ExtBusSignature: the sequencer's boot loader while booting, the DMA
-otherwise), ``irq`` and ``stopped`` (STATUS.DONE | STATUS.ERROR).
+``bus`` (hw/interfaces.ExtBusSignature: the DMA, and the sequencer's instruction fetch in
+the cycles in which the DMA is idle), ``irq`` and ``stopped`` (STATUS.DONE | STATUS.ERROR).
 """
 from __future__ import annotations
 
-from amaranth import Cat, Module
+from amaranth import Cat, Module, Signal
 from amaranth.lib import memory, wiring
 from amaranth.lib.wiring import In, Out
 
@@ -121,16 +122,20 @@ class Npu(wiring.Component):
             self.stopped.eq(csrs.stopped),
         ]
 
-        # External bus: the boot loader while booting (the DMA is idle then), else the DMA.
+        # External bus: the instruction fetch requests only while the DMA is idle, so the two
+        # never request in the same cycle; read data return in order exactly mem_latency
+        # cycles after the request, so a shift register of "fetch request" bits routes them.
         out = self.bus
-        with m.If(seq.booting):
-            m.d.comb += [out.req_valid.eq(seq.bus.req_valid), out.req_addr.eq(seq.bus.req_addr),
-                         out.req_we.eq(seq.bus.req_we), out.req_wdata.eq(seq.bus.req_wdata)]
+        with m.If(seq.bus.req_valid):
+            m.d.comb += [out.req_valid.eq(1), out.req_addr.eq(seq.bus.req_addr), out.req_we.eq(0)]
         with m.Else():
             m.d.comb += [out.req_valid.eq(dma.bus.req_valid), out.req_addr.eq(dma.bus.req_addr),
                          out.req_we.eq(dma.bus.req_we), out.req_wdata.eq(dma.bus.req_wdata),
-                         out.req_be.eq(dma.bus.req_be)]      # the boot loader only reads
+                         out.req_be.eq(dma.bus.req_be)]
+        fetch_resp = Signal(cfg.mem_latency)
+        m.d.sync += fetch_resp.eq(Cat(seq.bus.req_valid & out.req_ready, fetch_resp[:-1]))
+        m.d.comb += [seq.bus.resp_valid.eq(out.resp_valid & fetch_resp[-1]),
+                     dma.bus.resp_valid.eq(out.resp_valid & ~fetch_resp[-1])]
         for unit_bus in (seq.bus, dma.bus):
-            m.d.comb += [unit_bus.req_ready.eq(out.req_ready), unit_bus.resp_valid.eq(out.resp_valid),
-                         unit_bus.resp_rdata.eq(out.resp_rdata)]
+            m.d.comb += [unit_bus.req_ready.eq(out.req_ready), unit_bus.resp_rdata.eq(out.resp_rdata)]
         return m

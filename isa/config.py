@@ -10,7 +10,10 @@ Memories are measured in *rows*; every scratchpad row is one or more external-bu
 * WSRAM (weights): rows of ``array_cols`` int8 lanes; a weight tile is ``array_rows`` rows.
 * ACC (accumulators): rows of ``array_cols`` int32 lanes.
 * PSRAM (per-channel parameters: bias, multiplier, shift): rows of ``array_cols`` int32 lanes.
-* IMEM (instructions): rows of one instruction.
+* IMEM (instructions): rows of one instruction; a circular buffer of the program, which
+  stays in external memory and is fetched while it runs (hw/sequencer.py), so programs of
+  any length run.  ``imem_rows`` is a power of two (instruction i lives in row i mod
+  imem_rows); a LOOP body must be shorter than ``imem_rows`` (it stays resident).
 """
 from __future__ import annotations
 
@@ -60,7 +63,7 @@ class NpuConfig:
     wsram_rows: int = 8192    # 128 KiB
     acc_rows: int = 1024      # 64 KiB
     psram_rows: int = 256     # 16 KiB
-    imem_rows: int = 2048     # 64 KiB of 256-bit instructions
+    imem_rows: int = 2048     # 64 KiB of 256-bit instructions: the instruction buffer
     ext_addr_bits: int = 32
     ext_mem_bytes: int = 64 * 1024 * KIB
     mem_latency: int = 4
@@ -86,6 +89,8 @@ class NpuConfig:
             raise ValueError("ext_mem_bytes exceeds the external address space")
         if self.ext_mem_bytes % self.bus_bytes:
             raise ValueError("ext_mem_bytes must be a whole number of bus words")
+        if self.imem_rows & (self.imem_rows - 1):
+            raise ValueError("imem_rows must be a power of two (the instruction buffer is circular)")
 
     # Row widths in bytes.
     @property

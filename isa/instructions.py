@@ -189,7 +189,7 @@ class ErrorCode(enum.IntEnum):
     DMA_OUT_OF_RANGE = 2      # a DMA touched external memory outside [0, ext_mem_bytes)
     DMA_MISALIGNED = 3        # a DMA address or stride is not a multiple of its unit (bus word or element)
     SRAM_OVERFLOW = 4         # an access ran past the end of a scratchpad
-    PROGRAM_TOO_LARGE = 5     # the program does not fit in the instruction memory
+    PROGRAM_TOO_LARGE = 5     # no longer raised: instructions are fetched, any length runs (kept: codes do not move)
     PC_OVERFLOW = 6           # execution ran off the end of the program without HALT
     BRANCH_LIMIT = 7          # a taken backward BRANCH would exceed its budget (`limit`)
     WATCHDOG = 8              # the run reached MAX_CYCLES (hw/csr.py): nothing more issued
@@ -397,8 +397,11 @@ body to the first costs nothing (timing rules: sim/npu_timing.py).  A HALT or an
 inside a body stops the NPU as anywhere else (STOP_PC is the instruction's index).
 
 Errors: ILLEGAL_INSTRUCTION (even when count == 0) if body == 0; if pc + body >= the
-number of instructions (the body runs past the program); if LOOP_DEPTH loops are already
-active; or if pc + body is past the last instruction of the innermost active loop's body."""),
+number of instructions (the body runs past the program); if body >= imem_rows (a body stays
+in the instruction buffer while its loop runs, with room for the instruction after it); if
+LOOP_DEPTH loops are
+already active; or if pc + body is past the last instruction of the innermost active loop's
+body."""),
     InstrDef("BRANCH", 4, Unit.SEQ, (
         Field("target", BRANCH_TARGET_BITS, doc="index of the instruction executed next when taken"),
         Field("test", 2, doc="ALWAYS, or taken when the condition is ZERO / NONZERO", enum=BranchTest),

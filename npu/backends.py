@@ -104,14 +104,9 @@ def compile_model(model: Model, config: NpuConfig) -> Program:
 def estimate_cycles(program: Program) -> int:
     """Static cycle estimate of ``program`` (forward branches followed, data-dependent ones
     not), its walk bounded by ESTIMATE_WALK instructions."""
-    from itertools import islice
+    from sim.npu_timing import TimingModel
 
-    from sim.npu_timing import TimingModel, _issue_order
-
-    model = TimingModel(program.config)
-    n = len(program.instructions)
-    stream = islice(_issue_order(program.instructions, n, program.config), ESTIMATE_WALK)
-    return model._run(stream, None, n, False).total_cycles
+    return TimingModel(program.config).walk(program.instructions, ESTIMATE_WALK).total_cycles
 
 
 def default_max_cycles(program: Program) -> int:

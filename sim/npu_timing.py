@@ -5,29 +5,48 @@ is exact (the cocotb tests compare it with the RTL cycle for cycle).
 Rules (``L`` = mem_latency, ``R`` = array_rows, cycle 0 = the first cycle after the write of
 CTRL.START; the CYCLES register counts cycles 0 .. stop):
 
-Boot
-    ``M = prog_len * 32 / bus_bytes`` words are read one per cycle from cycle 0; RUN starts at
-    ``r0 = M + L`` (``r0 = 1`` when ``M == 0``).  Boot errors stop at once (0 cycles).
-Fetch and issue (sequencer, in order)
-    Instruction 0 is in the issue register (IR) at ``r0 + 2``; instruction k+1 enters IR the
-    cycle after instruction k issues.  An instruction issues at the first cycle ``c`` at or
-    after it entered IR in which its unit is *ready* and every unit in its ``wait`` mask is
-    *idle*.  SYNC needs only the wait mask.  HALT, a failing instruction (``stop_at``), or
-    running off the end of the list stops the NPU at the first cycle, at or after it entered
-    IR, in which every unit is idle; total cycles = that cycle + 1.
+Fetch (no boot: the program stays in external memory; ``W = 32 / bus_bytes`` bus words per
+instruction, ``C = imem_rows``)
+    The instruction buffer (IMEM) holds a window of the program: instruction ``i`` in row
+    ``i mod C``.  The fetch engine requests the words of instructions ``0, 1, 2, ...`` in
+    order, one word per cycle from cycle 0, in every cycle in which (a) the DMA is not busy
+    (the DMA owns the bus whenever it is busy: its timing never changes), (b) the
+    instruction is below PROG_LEN and (c) its row is free: ``i < keep + C``, where ``keep``
+    is the first instruction the front end may still read (the first instruction of the
+    outermost active LOOP body, else one past the last instruction read).  Instruction
+    ``i`` can be read from cycle ``A(i) = t + L + 1``, ``t`` the request of its last word
+    (``A = -inf`` at or past PROG_LEN: those indices never wait).
+Front end and issue (sequencer, in order)
+    The read port reads the instructions in issue order; an instruction read at cycle ``r``
+    leaves the read port for the issue register (IR) at the first cycle ``l >= r + 1`` at
+    which IR is empty or issuing (``l >= issue`` of the instruction before) and the next
+    instruction in issue order (``next``: for a BRANCH, its pc+1) is readable
+    (``l >= A(next)``); the next one is read at ``l`` and this one is in IR from ``l+1``.
+    The first instruction is read at ``A(0)``.  So straight-line code with the buffer ahead
+    runs as without fetch: instruction k+1 enters IR the cycle after instruction k issues.
+    An instruction issues at the first cycle ``c`` at or after it entered IR in which its
+    unit is *ready* and every unit in its ``wait`` mask is *idle*.  SYNC needs only the wait
+    mask.  HALT, a failing instruction (``stop_at``), or running off the end of the list
+    stops the NPU at the first cycle, at or after it entered IR, in which every unit is
+    idle; total cycles = that cycle + 1.
 Loops
     "Instruction k+1" is the next one in issue order: the program with its loops unrolled.
     A LOOP is an instruction of that stream like SYNC (it needs only its wait mask and
     takes one issue cycle), once per execution of the LOOP (an inner LOOP once per outer
     iteration), whether its count is 0 or not.  Going back from the last instruction of a
     body to the first costs nothing: the first instruction of the next iteration enters IR
-    the cycle after the last one of the body issues, exactly as straight-line code.  An
-    illegal LOOP stops the NPU like a failing instruction.
+    the cycle after the last one of the body issues, exactly as straight-line code.  A body
+    stays in the buffer while its loop runs (``keep``), so it is fetched once.  An illegal
+    LOOP (one whose body is not shorter than ``imem_rows`` included: the buffer must hold
+    the body and the instruction after it, which is fetched while the body's last
+    instruction waits to leave the read port) stops the NPU like a failing instruction.
 Branches
     A BRANCH waits like SYNC until cycle ``c`` (in IR, wait mask met), reads its condition
     in ``c`` and issues at ``c+1``.  Not taken: the next instruction enters IR at ``c+2``
-    (the cycle after the issue, as usual); taken: the target is fetched at ``c+1`` and
-    enters IR at ``c+3``.  Its interval is the read cycle (start = end = c).  A BRANCH
+    (the cycle after the issue, as usual); taken: the buffer is flushed and fetching starts
+    again at the target, first request at ``c+2`` (a target is always refetched, so a loop
+    built from branches refetches its body every iteration; the target is read at its
+    ``A`` and enters IR as above).  Its interval is the read cycle (start = end = c).  A BRANCH
     stopped by BRANCH_LIMIT stops the NPU at the first cycle at or after ``c+1`` in which
     every unit is idle; an illegal BRANCH like any failing instruction.  :meth:`run` (no
     data: estimates) takes forward ALWAYS branches only; conditional and backward branches
@@ -58,6 +77,7 @@ Watchdog
     BRANCH_LIMIT) keeps its code.
 
 The model assumes the external memory is always ready (as the simulation model is).
+Why fetch works this way: hw/sequencer.py.
 """
 from __future__ import annotations
 
@@ -98,7 +118,7 @@ class Timing:
     per_instruction : list of InstrTiming
         One entry per instruction reached, the stopping one (HALT or failing) included.
     run_start : int
-        First cycle of RUN (after boot).
+        First cycle of RUN: 0 (there is no boot; instructions are fetched while running).
     stop_index : int
         Position in issue order of the instruction the NPU stopped at (its index in a
         program without LOOP).
@@ -146,11 +166,6 @@ class TimingModel:
     def __init__(self, config: NpuConfig):
         self.config = config
 
-    def boot_cycles(self, prog_len: int) -> int:
-        """First RUN cycle for a program of ``prog_len`` instructions."""
-        words = prog_len * INSTR_BYTES // self.config.bus_bytes
-        return words + self.config.mem_latency if words else 1
-
     def duration(self, instr) -> int:
         """Busy cycles of a DMA or VPU instruction issued alone (0: no work)."""
         v = instr.values
@@ -179,43 +194,73 @@ class TimingModel:
             or on reaching index ``len(instructions)`` (running off the end, or a word that
             does not decode).
         prog_len : int, optional
-            Instructions booted (PROG_LEN); default ``len(instructions)``.
+            Instructions in the program (PROG_LEN); default ``len(instructions)``.
         boot_error : bool
-            The boot checks failed: the NPU stops before booting.
+            The start checks failed: the NPU stops before fetching anything.
         """
         prog_len = len(instructions) if prog_len is None else prog_len
-        return self._run(_issue_order(instructions, prog_len, self.config), stop_at, prog_len, boot_error)
+        stream = _issue_order(instructions, prog_len, self.config)
+        return self._run(_with_fetch(stream, prog_len, stop_at), stop_at, prog_len, boot_error)
+
+    def walk(self, instructions, limit: int) -> Timing:
+        """Time the static issue order of :meth:`run` for at most ``limit`` instructions (a
+        bound on the work for programs whose LOOPs run very long): the run stops where the
+        walk is cut, as at a word that does not decode.  For estimates (the watchdog's default)."""
+        n = len(instructions)
+
+        def bounded():
+            for k, item in enumerate(_issue_order(instructions, n, self.config)):
+                if k >= limit:
+                    yield item[0], None, True, False
+                    return
+                yield item
+
+        return self._run(_with_fetch(bounded(), n), None, n, False)
 
     def run_issued(self, issued, stop_at: int | None = None, prog_len: int | None = None,
                    boot_error: bool = False, taken=(), late_stop: bool = False,
-                   max_cycles: int = 0) -> Timing:
+                   pcs=None, end_pc: int | None = None, max_cycles: int = 0) -> Timing:
         """Time a run given the instructions reached in issue order (what the ISA simulator
         executed: every iteration's instructions, every LOOP executed), ``stop_at`` being a
         position in that list; the NPU stops there, at a HALT, or at the end of the list.
         ``taken``: positions of the BRANCHes that jumped; ``late_stop``: the instruction at
-        ``stop_at`` is a BRANCH stopped by BRANCH_LIMIT; ``max_cycles``: the watchdog's limit
-        (0: off; the result's ``watchdog`` says whether it stopped the run)."""
+        ``stop_at`` is a BRANCH stopped by BRANCH_LIMIT.  ``pcs``: the index in the program
+        of every entry (default: 0, 1, 2, ...; the instruction fetch needs them);
+        ``end_pc``: the index the front end reaches when the list ends without a stop (a
+        word that does not decode; default: one past the last entry).  ``max_cycles``: the
+        watchdog's limit (0: off; the result's ``watchdog`` says whether it stopped the run)."""
         prog_len = len(issued) if prog_len is None else prog_len
         taken = set(taken)
-        stream = ((None, instr, "late" if late_stop and k == stop_at else False, k in taken)
-                  for k, instr in enumerate(issued))
-        return self._run(stream, stop_at, prog_len, boot_error, max_cycles)
+        pcs = list(range(len(issued))) if pcs is None else list(pcs)
+        if end_pc is None:
+            end_pc = pcs[-1] + 1 if pcs else 0
+
+        def stream():
+            for k, instr in enumerate(issued):
+                yield pcs[k], instr, "late" if late_stop and k == stop_at else False, k in taken
+            yield end_pc, None, True, False
+
+        return self._run(_with_fetch(stream(), prog_len, stop_at), stop_at, prog_len, boot_error,
+                         max_cycles)
 
     def _run(self, stream, stop_at, prog_len: int, boot_error: bool, max_cycles: int = 0) -> Timing:
-        """Time the (pc, instruction, stops, taken) items of ``stream`` in issue order
-        (``stops``: False, True, or "late" for BRANCH_LIMIT)."""
+        """Time the (pc, instruction, stops, taken, keep, next) items of ``stream`` in issue
+        order (``stops``: False, True, or "late" for BRANCH_LIMIT; ``keep`` and ``next``:
+        see :func:`_with_fetch`)."""
         cfg = self.config
         if boot_error:
             return Timing(0, {u: 0 for u in UNITS})
         rows = cfg.array_rows
-        run_start = self.boot_cycles(prog_len)
 
         idle_from = {u: 0 for u in UNITS}      # first cycle the unit is idle (for wait masks)
         ready_from = {u: 0 for u in UNITS}     # first cycle the unit takes a command
         busy = {u: _Intervals() for u in UNITS}
+        dma_busy: list[tuple[int, int]] = []
+        fetcher = _Fetcher(cfg, prog_len, dma_busy)
         per_instr: list[InstrTiming] = []
         pcs: list = []
-        in_ir = run_start + 2
+        prev_issue = None                      # issue cycle of the instruction before
+        read = None                            # cycle the front end reads this instruction
         index = 0
         trip = max_cycles if max_cycles > 0 else None     # the watchdog's cycle W
 
@@ -223,10 +268,17 @@ class TimingModel:
             per_instr.append(InstrTiming(stop, stop, stop))
             pcs.append(pc)
             return Timing(stop + 1, {u: busy[u].close() for u in UNITS}, per_instr,
-                          run_start, index, pcs, watchdog)
+                          0, index, pcs, watchdog)
 
         while True:
-            pc, instr, fails, jumps = next(stream, (None, None, True, False))
+            pc, instr, fails, jumps, keep, nxt = next(stream)
+            if read is None:                   # first instruction of a stream
+                read = max(fetcher.arrival(pc), fetcher.stream_start)
+            fetcher.keep(read + 1, keep)
+            # It leaves the read port once IR is free and the next instruction is readable.
+            leave = max(read + 1, fetcher.arrival(nxt), -1 if prev_issue is None else prev_issue)
+            in_ir = leave + 1
+            read = leave
             stopping = fails or index == stop_at
             if fails == "late" and trip is not None:
                 armed = max([in_ir] + [idle_from[u] for u in _waits(instr)])
@@ -247,7 +299,10 @@ class TimingModel:
             pcs.append(pc)
             if instr.name == "BRANCH":                 # read at `issue`, decide one cycle later
                 per_instr.append(InstrTiming(issue + 1, issue, issue))
-                in_ir = issue + (3 if jumps else 2)
+                prev_issue = issue + 1
+                if jumps:                              # refetch from the target
+                    fetcher.restart(instr.values["target"], issue + 2)
+                    read = None
                 index += 1
                 continue
             if unit is Unit.SEQ:                       # SYNC, LOOP
@@ -269,10 +324,102 @@ class TimingModel:
                 else:
                     end = issue + self.duration(instr)
                     idle_from[name] = ready_from[name] = max(idle_from[name], end + 1)
+                    if name == "DMA" and end >= start:
+                        dma_busy.append((start, end))
                 busy[name].add(start, end)
                 per_instr.append(InstrTiming(issue, start, end))
-            in_ir = issue + 1
+            prev_issue = issue
             index += 1
+
+
+class _Fetcher:
+    """The instruction-fetch engine of the cycle model (module docstring, "Fetch").
+
+    Computes lazily, in request order, the cycle at which every instruction of the current
+    stream arrives in the instruction buffer; the constraints (DMA busy intervals, the
+    front end's ``keep`` pointer) are known up to the cycle asked about, because an
+    instruction is read only after it arrives and nothing issued later changes the past.
+    """
+
+    def __init__(self, config: NpuConfig, prog_len: int, dma_busy: list):
+        self.rows = config.imem_rows
+        self.words = INSTR_BYTES // config.bus_bytes
+        self.latency = config.mem_latency
+        self.prog_len = prog_len
+        self.dma_busy = dma_busy          # (start, end) of the DMA's busy intervals, in order
+        self.restart(0, 0)
+
+    def restart(self, pc: int, cycle: int) -> None:
+        """A new stream from instruction ``pc``; the first request may go out at ``cycle``."""
+        self.stream_start = cycle
+        self.fp = pc                      # next instruction to request
+        self.next_t = cycle               # earliest cycle of the next request
+        self.arrived: dict[int, int] = {}
+        self.keeps = [(cycle, pc)]        # (cycle from which, keep): nondecreasing keep
+        self.keep_at = 0
+        self.dma_at = 0
+
+    def keep(self, cycle: int, value: int) -> None:
+        """From ``cycle`` on, the front end keeps instructions ``value`` onwards."""
+        if value != self.keeps[-1][1]:
+            self.keeps.append((cycle, value))
+
+    def _slot_free(self, pc: int) -> int:
+        """First cycle at which ``pc - imem_rows`` is no longer kept (the row of ``pc`` is free)."""
+        need = pc - self.rows + 1
+        while self.keeps[self.keep_at][1] < need:
+            self.keep_at += 1
+            if self.keep_at == len(self.keeps):
+                raise RuntimeError(f"instruction {pc} can never be fetched (a LOOP body longer "
+                                   f"than the instruction buffer?)")
+        return self.keeps[self.keep_at][0]
+
+    def _bus_free(self, t: int) -> int:
+        """First cycle at or after ``t`` in which the DMA is not busy."""
+        busy = self.dma_busy
+        while self.dma_at < len(busy):
+            start, end = busy[self.dma_at]
+            if end < t:
+                self.dma_at += 1
+            elif start <= t:
+                t = end + 1
+                self.dma_at += 1
+            else:
+                break
+        return t
+
+    def arrival(self, pc) -> int:
+        """First cycle in which instruction ``pc`` can be read (-1: past the program, never waits)."""
+        if pc is None or pc >= self.prog_len:
+            return -1
+        while self.fp <= pc:
+            t = max(self.next_t, self._slot_free(self.fp))
+            for _ in range(self.words):
+                t = self._bus_free(t)
+                last, t = t, t + 1
+            self.next_t = t
+            self.arrived[self.fp] = last + self.latency + 1
+            self.fp += 1
+        return self.arrived[pc]
+
+
+def _with_fetch(stream, prog_len: int, stop_at: int | None = None):
+    """Add to the (pc, instruction, stops, taken) items of ``stream`` what the instruction
+    fetch needs: ``keep``, the first instruction the front end still needs once this one is
+    read (the first of the outermost active LOOP body, else the next index), and ``next``,
+    the index the front end reads after it (a taken BRANCH reads pc+1 before it decides).
+    The last item (``stops`` true, or an instruction None) ends the stream."""
+    loops = LoopStack(prog_len)
+    for k, (pc, instr, stops, jumps) in enumerate(stream):
+        keep = loops.levels[0].start if loops.levels else pc + 1
+        last = bool(stops) or instr is None or k == stop_at or instr.name == "HALT"
+        if instr is not None and instr.name == "LOOP" and not last:
+            nxt = loops.enter(pc, instr.values)
+        else:
+            nxt = loops.advance(pc)
+        yield pc, instr, stops, jumps, keep, nxt
+        if last:
+            return
 
 
 def _waits(instr) -> list[str]:
@@ -285,7 +432,7 @@ def _issue_order(instructions, prog_len: int, config: NpuConfig):
     and the forward ALWAYS BRANCHes (the others fall through: there is no data here, see
     the module docstring) up to a HALT, an illegal LOOP or BRANCH (``stops``) or the end of
     ``instructions``."""
-    loops = LoopStack(prog_len)
+    loops = LoopStack(prog_len, config.imem_rows)
     pc = 0
     while pc < len(instructions):
         instr = instructions[pc]
@@ -308,3 +455,4 @@ def _issue_order(instructions, prog_len: int, config: NpuConfig):
         if instr.name == "HALT":
             return
         pc = loops.enter(pc, instr.values) if is_loop else loops.advance(pc)
+    yield pc, None, True, False           # ran off the end, or a word that does not decode

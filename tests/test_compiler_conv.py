@@ -152,19 +152,21 @@ def test_branching_graph():
     assert [o.name for o in program.outputs] == ["ya", "yb"]
 
 
-def test_instruction_memory_shared_between_layers():
-    """When the fastest plans overflow the instruction memory, layers step down to plans with
-    fewer instructions until the program fits."""
+def test_programs_longer_than_the_instruction_memory():
+    """Instructions are fetched from external memory: every layer takes its fastest plan
+    and a program longer than the instruction memory runs bit-exactly."""
     from compiler.dataflow import fuse_graph
     from compiler.kinds.conv.tiling import plan_candidates
 
     rng = np.random.default_rng(17)
     config = SMALL_CONFIG
     graph = build_chain(rng, (1, 20, 20, 8), [ConvSpec(oc=8), ConvSpec(oc=8)])
-    fastest = sum(plan_candidates(layer, config)[0].estimate["instructions"] for layer in fuse_graph(graph))
-    assert fastest > config.imem_rows
+    fastest = [plan_candidates(layer, config)[0] for layer in fuse_graph(graph)]
+    assert sum(plan.estimate["instructions"] for plan in fastest) > config.imem_rows
     program = run_and_compare(graph, config, rng)
-    assert len(program.instructions) <= config.imem_rows
+    assert [layer["plan"] for layer in program.info["layers"]] == [plan.describe() for plan in fastest]
+    straight = compile_graph(graph, config, loops=False)
+    assert len(straight.instructions) > config.imem_rows
 
 
 def test_draft_form_graph():

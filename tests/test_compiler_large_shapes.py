@@ -311,11 +311,11 @@ def test_too_large_for_the_small_npu_says_why(tmp_path, capsys):
     assert not (tmp_path / "u.npuprog").exists()
 
 
-def test_scatter_too_long_for_the_small_instruction_memory_says_why():
+def test_scatter_longer_than_the_small_instruction_memory_compiles():
     """The W x K one-hot intermediates of a SCATTER of 260 updates into 300 values need more
-    instructions than the 4x4 NPU holds, even with LOOPs: Unsupported naming the layers."""
+    instructions than the 4x4 NPU's instruction memory holds, even with LOOPs: that is fine,
+    instructions are fetched from external memory."""
     g = VecBuilder(np.random.default_rng(1), "u")
     g.rng = np.random.default_rng(2)
     graph = g.graph(scatter_long(g))
-    with pytest.raises(Unsupported, match=r"instruction memory holds 4096 .*scatter0\.l\d+ \(u:scatter\d+\)"):
-        run_pipeline(graph, SMALL)
+    assert len(run_pipeline(graph, SMALL).program.instructions) > SMALL.imem_rows

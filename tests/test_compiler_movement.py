@@ -391,10 +391,7 @@ def test_unsupported_operators_are_named_and_counted():
         run_pipeline(g.graph([y]), SMALL_CONFIG)
 
 
-def test_instruction_memory_message_names_the_layers_and_loop():
+def test_programs_longer_than_the_instruction_memory_compile():
     g = GraphBuilder(np.random.default_rng(13), name="m")
     y = g.conv(g.input("x", (1, 24, 24, 16)), spec(16))
-    with pytest.raises(Unsupported, match=r"needs (about )?\d+ instructions; the NPU's instruction memory holds "
-                                          r"256 \(fewest per layer: conv0 \(m:conv0\) \d+; conv0 \(m:conv0\) alone needs more: "
-                                          r"even with LOOPs"):
-        run_pipeline(g.graph([y]), SMALL_CONFIG)
+    assert len(run_pipeline(g.graph([y]), SMALL_CONFIG).program.instructions) > SMALL_CONFIG.imem_rows

@@ -93,29 +93,41 @@ def test_limit_counts_all_backward_branches():
             assert r.stop_pc == 6
 
 
-def _boot(n):
-    return n * INSTR_BYTES // CFG.bus_bytes + CFG.mem_latency
+W = INSTR_BYTES // CFG.bus_bytes       # bus words per instruction
+L = CFG.mem_latency
+
+
+def _arrives(i, delay=0):
+    """Cycle from which instruction i (fetched from cycle 0, ``delay`` cycles of DMA
+    traffic before its last word) can be read: its last word is requested at W*(i+1)-1."""
+    return W * (i + 1) - 1 + delay + L + 1
 
 
 def test_cycles_taken_and_not_taken():
-    """Hand-counted: instruction 0 enters IR at boot + 2; a BRANCH reads at that cycle,
-    issues one later; taken: its target enters IR two cycles after the issue, else one.
-    HALT stops when it is in IR (all idle); CYCLES = stop + 1."""
-    r0 = _boot(3)
+    """Hand-counted from the rules of sim/npu_timing.py: instruction 0 is read when it has
+    arrived and enters IR once instruction 1 has (at A(1) + 1); a BRANCH reads at that
+    cycle c, issues at c+1; taken: fetching restarts at the target from c+2, which is read
+    when it arrives and in IR one cycle later (the instruction after it being past the
+    program, or arrived); not taken: the next instruction enters IR once the one after it
+    has arrived.  HALT stops when it is in IR (all idle); CYCLES = stop + 1."""
+    c = _arrives(1) + 1
     taken = assemble("BRANCH target=2 test=ALWAYS\nHALT\nHALT")
     r = run(taken, bp.image(taken, b""))
-    assert (r.ok, r.stop_pc, r.cycles) == (True, 2, r0 + 2 + 1 + 2 + 1)
+    target_read = c + 2 + W - 1 + L + 1
+    assert (r.ok, r.stop_pc, r.cycles) == (True, 2, target_read + 2 + 1)
     not_taken = assemble("BRANCH target=2 test=NONZERO row=3\nHALT\nHALT")      # row 3 is 0
     r = run(not_taken, bp.image(not_taken, b""))
-    assert (r.ok, r.stop_pc, r.cycles) == (True, 1, r0 + 2 + 1 + 1 + 1)
-    # a branch waiting for a DMA reads the cycle the DMA is idle: DMA_LOAD of 1 word issues
-    # at r0+2, busy r0+3 .. r0+3+L; the BRANCH (in IR at r0+3) reads at r0+4+L.
+    assert (r.ok, r.stop_pc, r.cycles) == (True, 1, _arrives(2) + 1 + 1)
+    # a branch waiting for a DMA: DMA_LOAD of 1 word issues at c, busy c+1 .. c+1+L, which
+    # delays the last two words of instruction 2 (so the BRANCH enters IR at A(2) + 1), and
+    # the BRANCH reads its condition then (the DMA is idle), issues and jumps one later.
     waiting = assemble(f"DMA_LOAD ext_addr={bp.DATA} len0=1 len1=1 len2=1\n"
                        "BRANCH wait=DMA target=3 test=ZERO row=0\nHALT\nHALT")
     r = run(waiting, bp.image(waiting, bytes(4)))
-    r0 = _boot(4)
     assert (r.ok, r.stop_pc) == (True, 3)
-    assert r.cycles == (r0 + 4 + CFG.mem_latency) + 1 + 2 + 1
+    dma_busy = 1 + L
+    branch_read = _arrives(2, dma_busy) + 1
+    assert r.cycles == branch_read + 2 + W - 1 + L + 1 + 2 + 1
 
 
 def test_limit_stop_cycles():
@@ -123,7 +135,7 @@ def test_limit_stop_cycles():
     instrs = assemble("BRANCH target=0 test=ALWAYS limit=0\nHALT")
     r = run(instrs, bp.image(instrs, b""))
     assert (r.error_code, r.stop_pc) == (ErrorCode.BRANCH_LIMIT, 0)
-    assert r.cycles == _boot(2) + 2 + 1 + 1
+    assert r.cycles == _arrives(1) + 1 + 1 + 1
 
 
 def test_static_timing_takes_forward_always_branches_only():
@@ -141,10 +153,14 @@ def test_static_timing_takes_forward_always_branches_only():
 
 
 def test_hazard_checker_sees_the_condition_read():
-    """A BRANCH whose wait mask omits the VALU producing its condition is a RAW hazard."""
+    """A BRANCH whose wait mask omits the VALU producing its condition is a RAW hazard.
+    (The long MATMUL gives the instruction fetch time to run ahead, so the BRANCH follows
+    the VALU at once.)"""
     instrs = assemble("""
+        MATMUL n0=60 n1=1
+        SYNC wait=MXU
         VALU op=COPY dtype=INT8 n0=1 n1=1 a_mem=ASRAM a_addr=0 d_mem=ASRAM d_addr=1
-        BRANCH target=3 test=ZERO row=1
+        BRANCH target=5 test=ZERO row=1
         HALT
         HALT""")
     r = run(instrs, bp.image(instrs, b""))

@@ -330,13 +330,16 @@ def test_timing_int16_half_rate():
     """int16 inputs: 2 cycles per vector in the front end; an int4 tile changes nothing."""
     model = TimingModel(CFG)
     R = CFG.array_rows
-    prog = [make("MATMUL", n0=3, n1=1, a_type=1), make("MATMUL", n0=3, n1=1, w_type=1),
+    # a long MATMUL and a SYNC first, so that the instruction fetch has run ahead
+    prog = [make("MATMUL", n0=60, n1=1), make("SYNC", wait=2),
+            make("MATMUL", n0=3, n1=1, a_type=1), make("MATMUL", n0=3, n1=1, w_type=1),
             make("MATMUL", n0=1, n1=1, a_type=1, w_type=1), make("HALT")]
     t = model.run(prog)
-    first = t.run_start + 2            # issue of the first instruction
+    per = t.per_instruction[2:]
+    first = t.per_instruction[1].issue + 1          # issue of the first int16 MATMUL
     s = first + 1
-    assert t.per_instruction[0] == (first, s, s + 2 * 3 + R + 1)
+    assert per[0] == (first, s, s + 2 * 3 + R + 1)
     ready = s + max(6, R) - 1          # the second MATMUL issues in the first's last front-end cycle
-    assert t.per_instruction[1] == (ready, ready + 1, ready + 1 + 3 + R + 1)
+    assert per[1] == (ready, ready + 1, ready + 1 + 3 + R + 1)
     ready2 = ready + 1 + max(3, R) - 1
-    assert t.per_instruction[2] == (ready2, ready2 + 1, ready2 + 1 + 2 + R + 1)
+    assert per[2] == (ready2, ready2 + 1, ready2 + 1 + 2 + R + 1)

@@ -452,13 +452,18 @@ def test_runs_the_image_in_memory_not_the_list():
     assert len(res.memory) == OUT + BUS
 
 
-def test_program_too_large_and_pc_overflow():
-    fits = Program(CFG, [make("HALT")] * CFG.imem_rows)
-    assert IsaSim(CFG).run(fits, timing=False).ok
-    big = Program(CFG, [make("HALT")] * (CFG.imem_rows + 1))
+def test_programs_longer_than_imem_and_pc_overflow():
+    # instructions are fetched from external memory: any length runs
+    n = 3 * CFG.imem_rows
+    res = IsaSim(CFG).run(Program(CFG, [make("SYNC")] * n + [make("HALT")]))
+    assert res.ok and res.instructions_executed == n + 1 and res.cycles > n
+    # a LOOP body and the instruction after it must fit in the instruction buffer
+    body = [make("SYNC")] * CFG.imem_rows + [make("HALT")]
+    fits = Program(CFG, [make("LOOP", count=2, body=CFG.imem_rows - 1)] + body)
+    assert IsaSim(CFG).run(fits).ok
+    big = Program(CFG, [make("LOOP", count=2, body=CFG.imem_rows)] + body)
     res = IsaSim(CFG).run(big, timing=False)
-    assert (res.error_code, res.error_pc, res.instructions_executed) == (ErrorCode.PROGRAM_TOO_LARGE, 0, 0)
-    assert res.memory == big.memory_image({})
+    assert (res.error_code, res.error_pc, res.instructions_executed) == (ErrorCode.ILLEGAL_INSTRUCTION, 0, 0)
     _, res = run("SYNC\nSYNC")
     assert (res.error_code, res.error_pc, res.instructions_executed, res.stop_pc) == (ErrorCode.PC_OVERFLOW, 2, 2, 2)
     _, res = run("")
@@ -569,7 +574,7 @@ class FixedTiming:
     def __call__(self, config):
         return self
 
-    def run(self, instructions, stop_at=None, prog_len=None, boot_error=False):
+    def run(self, instructions, stop_at=None, prog_len=None, boot_error=False, **_):
         iv = self.intervals[:len(instructions)]
         per = [SimpleNamespace(issue=s - 1, start=s, end=e - 1) for s, e in iv]
         return SimpleNamespace(total_cycles=max(e for _, e in iv), busy={"DMA": 1}, per_instruction=per)
@@ -653,5 +658,5 @@ def test_cycles_come_from_the_timing_model():
         res = IsaSim(CFG).run(prog)
         expected = model.run(prog.instructions[:reached], prog_len=len(prog.instructions), **stop)
         assert (res.cycles, res.busy) == (expected.total_cycles, expected.busy) and res.busy["DMA"] > 0
-    big = Program(CFG, [make("HALT")] * (CFG.imem_rows + 1))
-    assert IsaSim(CFG).run(big).cycles == 0
+    misaligned = Program(CFG, [make("HALT")], program_addr=CFG.bus_bytes // 2)
+    assert IsaSim(CFG).run(misaligned).cycles == 0

@@ -843,14 +843,15 @@ def test_schedules():
     assert schedule("VPOOL", dict(pool, k1=0)).busy == 0
     assert schedule("VALU", dict(add, n1=0)).busy == 0
 
-    # The timing model uses these: 3 instructions boot in 24 words + latency 4, IR at 30;
-    # the VPU takes the VRESCALE the cycle after the VALU's last busy cycle.
+    # The timing model uses these: instruction i is fetched by 12 + 8i (8 words + latency 4),
+    # the VALU is in IR at 21 (once instruction 1 has arrived), the VRESCALE at 29 (once the
+    # HALT has), the cycle after the VALU's last busy cycle, when the VPU takes it.
     from sim.npu_timing import InstrTiming, TimingModel
 
     prog = [make("VALU", **mul), make("VRESCALE", **rs), make("HALT")]
     t = TimingModel(CFG).run(prog)
-    assert t.per_instruction == [InstrTiming(30, 31, 37), InstrTiming(38, 39, 66), InstrTiming(67, 67, 67)]
-    assert (t.total_cycles, t.busy["VPU"]) == (68, 35)
+    assert t.per_instruction == [InstrTiming(21, 22, 28), InstrTiming(29, 30, 57), InstrTiming(58, 58, 58)]
+    assert (t.total_cycles, t.busy["VPU"]) == (59, 35)
 
 
 def test_doc_rescale_is_apply_scale_where_defined():

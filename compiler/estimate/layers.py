@@ -5,7 +5,7 @@ the compiler's own scheduling model (compiler/core/costmodel.py); the table says
 are static: the program is timed, never executed.  A layer is charged the cycles from the
 completion of the layers before it (the last cycle any of their instructions ends) to its
 own completion, so overlapping work counts once and the rows add up to the total (the
-first layer includes the program boot, the last one the final HALT).
+first layer includes the fetch of the first instructions, the last one the final HALT).
 
 Roofline.  Each layer also gets a lower bound on its cycles, ``bound = max(MACs /
 MACs-per-cycle, least bytes / bus bytes per cycle)``: the array doing one useful MAC per
@@ -320,7 +320,7 @@ def estimate_layers(graph: Graph, config: NpuConfig = DEFAULT_CONFIG) -> list[La
                 comp = run_pipeline(unit.graph, config)
             except InstructionMemoryFull as e:
                 report.status, report.reason, report.needed = "imem", str(e), e.needed
-                comp = run_pipeline(unit.graph, replace(config, imem_rows=max(4 * e.needed, 1 << 16)))
+                comp = run_pipeline(unit.graph, replace(config, imem_rows=1 << max(16, (4 * e.needed).bit_length())))
             report.instructions = len(comp.program.instructions)
             report.estimate = estimate_compilation(comp)
         except NpuError as e:

@@ -211,7 +211,8 @@ def estimate_linked(graph: Graph, config: NpuConfig) -> Estimate:
         path = _constant_path(instrs, trace, trips, config)
     if path is not None:
         pcs, taken = path
-        result = timing.run_issued([instrs[pc] for pc in pcs], prog_len=len(instrs), taken=taken)
+        result = timing.run_issued([instrs[pc] for pc in pcs], prog_len=len(instrs), taken=taken,
+                                   pcs=pcs)
     else:
         result = timing.run(instrs)
         pcs = result.pcs

@@ -342,9 +342,6 @@ def link_traced(graph: Graph, config: NpuConfig, loops: bool, compile_fn) -> tup
     link.emit("HALT", wait=ALL_UNITS)
     program_addr = link.alloc(0)
     info = {"source": graph.source, "linked_pieces": link.pieces, "ext_bytes": program_addr}
-    if len(link.instrs) > config.imem_rows:
-        raise Unsupported(f"the linked program needs {len(link.instrs)} instructions; the NPU's instruction "
-                          f"memory holds {config.imem_rows}")
     return Program(config=config, instructions=link.instrs, program_addr=program_addr,
                    segments=link.segments, inputs=link.inputs, outputs=outputs, info=info), link.trace
 

@@ -21,11 +21,13 @@ def build_program(scheduled: Scheduled, ext: ExtPlan, config: NpuConfig, info: d
                   program_ops: list | None = None) -> Program:
     """The program image of ``program_ops`` (default ``scheduled.ops``; LOOPs allowed: the
     footprint check runs on the straight-line ``scheduled.ops`` they replay).  Raises
-    Unsupported if it exceeds the instruction memory."""
+    Unsupported if it exceeds the external memory (the instructions are fetched from there:
+    any number runs) or a LOOP body does not fit in the instruction buffer."""
     instructions = [op.instr for op in (scheduled.ops if program_ops is None else program_ops)]
-    if len(instructions) > config.imem_rows:
-        raise Unsupported(f"the program needs {len(instructions)} instructions; the NPU's instruction "
-                          f"memory holds {config.imem_rows}")
+    for instr in instructions:
+        if instr.name == "LOOP" and instr.values["body"] >= config.imem_rows:
+            raise Unsupported(f"a LOOP body of {instr.values['body']} instructions; the NPU's instruction "
+                              f"buffer holds {config.imem_rows}, which must hold the body and one more")
     program_addr = align(ext.end)
     end = program_addr + len(instructions) * INSTR_BYTES
     if end > config.ext_mem_bytes:

@@ -36,6 +36,7 @@ class LoopStack:
     over the active loops of iteration * increment (rows, or bytes for EXT)."""
 
     prog_len: int
+    buffer_rows: int | None = None        # imem_rows: a body must leave a row of the buffer free
     levels: list = field(default_factory=list)
     offsets: dict = field(default_factory=lambda: {s: 0 for s in Space})
 
@@ -46,6 +47,9 @@ class LoopStack:
             return "LOOP with body=0"
         if last >= self.prog_len:
             return f"LOOP body ends at instruction {last}, past the last of {self.prog_len}"
+        if self.buffer_rows is not None and body >= self.buffer_rows:
+            return (f"LOOP body of {body} instructions: the instruction buffer ({self.buffer_rows}) must hold "
+                    f"the body and the instruction after it")
         if len(self.levels) >= LOOP_DEPTH:
             return f"LOOP nested deeper than LOOP_DEPTH={LOOP_DEPTH}"
         if self.levels and last >= self.levels[-1].end:

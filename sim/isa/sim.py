@@ -1,8 +1,8 @@
 """The ISA simulator: runs a program image bit-exactly as the RTL does, every memory byte.
 
-:class:`IsaSim` boots like the hardware: it copies the program's instruction stream from
-external memory (``program_addr``, ``len(program.instructions)`` instructions) into the
-instruction memory, then executes from PC 0 in program order until HALT or an error.  The
+:class:`IsaSim` reads the program's instruction stream from external memory
+(``program_addr``, ``len(program.instructions)`` instructions; the hardware fetches it while
+it runs, any length) and executes from PC 0 in program order until HALT or an error.  The
 instruction semantics live in sim/isa/units.py, the hazard checker in sim/isa/hazards.py;
 cycles come from the RTL's cycle model in sim/npu_timing.py.
 
@@ -10,11 +10,10 @@ Functional results do not depend on how instructions overlap in time, provided t
 masks order every conflicting pair; ``check_hazards=True`` verifies that against the timing
 model's per-instruction ``(start, end)`` cycles.
 
-Boot and stop conventions (the ISA table does not describe the loader; these are the
+Start and stop conventions (the ISA table does not describe the loader; these are the
 RTL's, hw/csr.py and hw/checker.py):
 
-* more instructions than ``imem_rows``: PROGRAM_TOO_LARGE; ``program_addr`` not bus-word
-  aligned: DMA_MISALIGNED; the stream reaching past ``ext_mem_bytes``: DMA_OUT_OF_RANGE.
+* ``program_addr`` not bus-word aligned: DMA_MISALIGNED; the stream reaching past ``ext_mem_bytes``: DMA_OUT_OF_RANGE.
   Checked in that order before anything is read; nothing runs, error_pc and stop_pc are 0;
 * a word that does not decode is ILLEGAL_INSTRUCTION when the PC reaches it (not before);
 * running past the last instruction without HALT is PC_OVERFLOW with error_pc = the
@@ -205,9 +204,9 @@ class IsaSim:
         executed: list[tuple[int, Instruction | _Effective, Footprint | None]] = []
         positions: list[int] = []           # index of each executed entry in ``instrs``
         instrs: list[Instruction] = []      # every instruction reached, in issue order
-        reached: list[int] = []             # the index in the program of each
         decoded: dict[int, Instruction] = {}
-        loops = LoopStack(n)
+        loops = LoopStack(n, self.config.imem_rows)
+        pcs: list[int] = []                 # index in the program of every entry of ``instrs``
         budget = isa_branch.BackwardBudget()
         taken: set[int] = set()             # positions in ``instrs`` of taken BRANCHes
         late_stop = False                   # stopped by BRANCH_LIMIT (after the condition read)
@@ -219,7 +218,7 @@ class IsaSim:
                 code, error_pc, message = ErrorCode.WATCHDOG, pc, f"stopped by the watchdog ({max_cycles} cycles)"
                 try:
                     instrs.append(decoded.get(pc) or decode(imem[pc * INSTR_BYTES:(pc + 1) * INSTR_BYTES]))
-                    reached.append(pc)
+                    pcs.append(pc)
                 except EncodingError:
                     pass                    # the model stops at the end of the stream instead
                 break
@@ -258,12 +257,12 @@ class IsaSim:
                 code, error_pc, message, trapped = t.code, pc, str(t), True
                 note(f"{pc:5d}: {text} -> {code.name}: {message}")
                 instrs.append(instr)
-                reached.append(pc)
+                pcs.append(pc)
                 break
             note(f"{pc:5d}: {text}")
             positions.append(len(instrs))
             instrs.append(instr)
-            reached.append(pc)
+            pcs.append(pc)
             executed.append((pc, shown, footprint))
             if instr.name == "HALT":
                 code, error_pc, message = ErrorCode.NONE, None, ""
@@ -284,12 +283,13 @@ class IsaSim:
             # PC_OVERFLOW ends the stream by itself.
             stop_at = len(instrs) - 1 if trapped else None
             self._add_timing(result, instrs, executed, positions, n, stop_at, taken=taken,
-                             late_stop=late_stop, max_cycles=max_cycles)
+                             late_stop=late_stop, max_cycles=max_cycles, pcs=pcs,
+                             end_pc=pc + 1 if capped else pc)
         result.halted = code == ErrorCode.NONE
         if getattr(result.timing, "watchdog", False):
             k = result.timing.stop_index
             result.error_code = ErrorCode.WATCHDOG
-            result.error_pc = result.stop_pc = reached[k] if k < len(reached) else n
+            result.error_pc = result.stop_pc = pcs[k] if k < len(pcs) else n
             result.error_message = f"stopped by the watchdog after {max_cycles} cycles"
             note(f"{result.stop_pc:5d}: WATCHDOG: {result.error_message}")
         elif capped:
@@ -299,8 +299,6 @@ class IsaSim:
     # -- helpers -------------------------------------------------------------------------
     def _boot_error(self, program: Program, n: int) -> tuple[ErrorCode, str] | None:
         cfg = self.config
-        if n > cfg.imem_rows:
-            return ErrorCode.PROGRAM_TOO_LARGE, f"{n} instructions, instruction memory holds {cfg.imem_rows}"
         if program.program_addr % cfg.bus_bytes:
             return ErrorCode.DMA_MISALIGNED, f"program_addr {program.program_addr:#x} not bus-word aligned"
         end = program.program_addr + n * INSTR_BYTES
@@ -311,7 +309,8 @@ class IsaSim:
     def _add_timing(self, result: IsaResult, instrs: list[Instruction],
                     executed: list[tuple[int, object, Footprint | None]], positions: list[int],
                     prog_len: int, stop_at: int | None = None, boot_error: bool = False,
-                    taken: set | None = None, late_stop: bool = False, max_cycles: int = 0) -> None:
+                    taken: set | None = None, late_stop: bool = False, max_cycles: int = 0,
+                    pcs=None, end_pc: int | None = None) -> None:
         """Fill cycles/busy (and hazards) from the timing model.
 
         ``instrs`` are the instructions reached in issue order, a failing one included (at
@@ -328,6 +327,8 @@ class IsaSim:
         extra = {"taken": taken, "late_stop": late_stop} if taken or late_stop else {}
         if max_cycles:
             extra["max_cycles"] = max_cycles
+        if pcs is not None:
+            extra.update(pcs=pcs, end_pc=end_pc)
         t = model.run_issued(instrs, stop_at=stop_at, prog_len=prog_len, boot_error=boot_error, **extra)
         result.timing = t
         result.cycles = int(t.total_cycles)

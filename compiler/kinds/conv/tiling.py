@@ -18,8 +18,10 @@ Work is split along these axes (Vela's "block config"):
 Scratchpads are divided into ring slots (two of each where they fit) so that the DMA can
 fill one slot while the array works on another; the scheduler then overlaps them.  The
 search tries reduction groupings, buffering modes and tile shapes and ranks them by a small
-analytic estimate of cycles and instructions; the driver picks one per layer so that the
-whole program fits the instruction memory (:func:`choose_plans`).  A layer that fits in no way raises :class:`tosa_ir.errors.Unsupported`.
+analytic estimate of cycles (the instruction fetch's words included: they share the bus with
+the DMA); the driver takes the fastest per layer (instructions are fetched from external
+memory, so a program of any length runs).  A layer that fits in no way raises
+:class:`tosa_ir.errors.Unsupported`.
 """
 from __future__ import annotations
 
@@ -93,31 +95,6 @@ def plan_candidates(layer: ConvLayer, config: NpuConfig, streaming: bool = True)
         f"with one input-channel block and one kernel tap per step (kernel {layer.kernel}, "
         f"dilation {layer.dilation}, stride {layer.stride}; ASRAM {config.asram_rows} rows, "
         f"WSRAM {config.wsram_rows} rows, ACC {config.acc_rows} rows)")
-
-
-def choose_plans(candidates: list[list[ConvPlan]], config: NpuConfig, reserved: int = 0) -> list[ConvPlan]:
-    """One plan per layer: the cheapest, stepping down to plans with fewer instructions,
-    where that costs the fewest cycles per instruction saved, until the whole program
-    (with ``reserved`` instructions of other layers) fits the instruction memory (if it can)."""
-    choice = [0] * len(candidates)
-
-    def instructions(i: int, k: int) -> int:
-        return candidates[i][k].estimate["instructions"]
-
-    total = 1 + reserved + sum(instructions(i, 0) for i in range(len(candidates)))
-    while total > config.imem_rows:
-        best = None
-        for i, k in enumerate(choice):
-            if k + 1 < len(candidates[i]):
-                saved = instructions(i, k) - instructions(i, k + 1)
-                extra = candidates[i][k + 1].estimate["cycles"] - candidates[i][k].estimate["cycles"]
-                if best is None or extra * best[1] < best[0] * saved:
-                    best = (extra, saved, i)
-        if best is None:
-            break
-        choice[best[2]] += 1
-        total -= best[1]
-    return [cands[k] for cands, k in zip(candidates, choice)]
 
 
 def _reduction_options(cbi: int, taps: int) -> list[tuple[int, int]]:
@@ -228,8 +205,10 @@ def _estimate(plan: ConvPlan, config: NpuConfig) -> dict:
     serial += dma_in if plan.in_slots == 1 else 0
     serial += vpu if plan.acc_slots == 1 else 0
     serial += dma_out if plan.out_slots == 1 else 0
-    cycles = max(serial, dma_in + dma_out, vpu) + (dma_in + vpu) // max(tiles, 1)
-    cycles += instructions * INSTR_BYTES // config.bus_bytes    # booting the program
+    # The instruction fetch shares the external bus with the DMA (it uses the cycles in which
+    # the DMA is idle, hw/sequencer.py): its words count against the bus.
+    fetch = instructions * INSTR_BYTES // config.bus_bytes
+    cycles = max(serial, dma_in + dma_out + fetch, vpu) + (dma_in + vpu) // max(tiles, 1)
     return {"cycles": cycles, "instructions": instructions, "mxu": mxu, "vpu": vpu,
             "dma": dma_in + dma_out}
 
