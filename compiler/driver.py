@@ -31,7 +31,7 @@ from compiler.passes.lowering.copy import lower_copy
 from compiler.passes.lowering.dma import fill_name
 from compiler.passes.lowering.pool import lower_pool, pool_constants
 from compiler.passes.elementwise import EltLayer
-from compiler.passes.validate import check_graph
+from compiler.passes.validate import check_graph, check_level_ranks
 from compiler.passes.variables import check_block as check_variable_blocks
 from compiler.passes.control import CONTROL_OPS, inline_control_flow
 from compiler.passes.reduce import ReduceLayer
@@ -113,6 +113,7 @@ def compile_graph(graph: Graph, config: NpuConfig = DEFAULT_CONFIG, loops: bool 
     """
     from compiler.passes.control_link import compile_linked, needs_linking
 
+    check_level_ranks(graph)
     if needs_linking(graph):        # WHILE_LOOP, big COND_IF: pieces linked with BRANCHes
         check_variable_blocks(graph, linked=True)
         return compile_linked(graph, config, loops)
@@ -130,6 +131,7 @@ def run_pipeline(graph: Graph, config: NpuConfig = DEFAULT_CONFIG, loops: bool =
     # Graph legality (passes/validate.py): the conv, pool and movement passes check their own
     # operators; for the others, and before refusing a graph, the spec's ERROR_IFs are
     # evaluated so an illegal graph is reported as illegal, not as unsupported.
+    check_level_ranks(graph)
     try:
         check_variable_blocks(graph)     # variables in control-flow blocks: Unsupported
         flow = build_dataflow(inline_control_flow(graph), config.bus_bytes)

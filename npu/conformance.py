@@ -17,9 +17,10 @@ Verdicts, one per test:
 * **unsupported**: the backend says it does not handle the graph (``Unsupported``), e.g. an
   operator the compiler cannot map to the NPU yet; listed with the reason, never a failure.
 * **skipped**: the test cannot be judged: a negative test the backend finds *unpredictable*
-  (a REQUIRE or LEVEL_CHECK fails, e.g. rank 7 > MAX_RANK at level 8K): in the spec that
-  result overrides ERROR_IF and any behaviour is compliant, although the official suite
-  expects an error (its reference model reports one); a positive test without expected
+  (a REQUIRE fails): in the spec that result overrides ERROR_IF and any behaviour is
+  compliant, although the official suite expects an error.  (A rank above MAX_RANK at level
+  8K, the suite's WrongRank tests, is rejected by every backend: ``LevelRejected``, a
+  pass.)  A positive test without expected
   results (raw ``tosa_verif_build_tests`` output: the graph still runs, and a rejection or a
   crash is a failure), an output whose ``meta.compliance`` mode is not ``EXACT`` (floating
   point modes need the official checker), or a test in JSON form.
