@@ -23,6 +23,7 @@ from isa.program import Program
 from tosa_ir import Graph
 from tosa_ir.errors import InvalidInput, Unsupported
 
+from compiler.graph.constant_fold import fold_constants
 from compiler.ir import ConvLayer, CopyLayer
 from compiler.ops import Op
 from compiler.passes.dataflow import Dataflow, build_dataflow
@@ -114,6 +115,7 @@ def compile_graph(graph: Graph, config: NpuConfig = DEFAULT_CONFIG, loops: bool 
     from compiler.passes.control_link import compile_linked, needs_linking
 
     check_level_ranks(graph)
+    graph = fold_constants(graph)   # weights behind constant-foldable operators become constants
     if needs_linking(graph):        # WHILE_LOOP, big COND_IF: pieces linked with BRANCHes
         check_variable_blocks(graph, linked=True)
         return compile_linked(graph, config, loops)
@@ -132,6 +134,7 @@ def run_pipeline(graph: Graph, config: NpuConfig = DEFAULT_CONFIG, loops: bool =
     # operators; for the others, and before refusing a graph, the spec's ERROR_IFs are
     # evaluated so an illegal graph is reported as illegal, not as unsupported.
     check_level_ranks(graph)
+    graph = fold_constants(graph)   # idempotent: a graph folded by compile_graph is returned as is
     try:
         check_variable_blocks(graph)     # variables in control-flow blocks: Unsupported
         flow = build_dataflow(inline_control_flow(graph), config.bus_bytes)

@@ -1,0 +1,1 @@
+"""Graph-level rewrites: TOSA graph -> TOSA graph, before the dataflow pass (constant_fold)."""
