@@ -32,6 +32,7 @@ bench:
 docs:
 	$(PYTHON) -m isa.generate
 	$(PYTHON) -m hw.csr_header
+	$(PYTHON) tools/make_supported_ops.py
 
 clean:
 	rm -rf build sim_build .pytest_cache
