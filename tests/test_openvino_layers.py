@@ -434,3 +434,33 @@ def test_nchw_model_input_is_nchw_as_declared(tmp_path):
     assert graph.main.tensors["x"].shape == (1, 2, 3, 3)
     assert plain_ops(graph) == ["TRANSPOSE", "CONV2D", "TRANSPOSE"]
     assert load_openvino_model(path, layout="nhwc").graph.main.tensors["x"].shape == (1, 3, 3, 2)
+
+
+@pytest.mark.parametrize("stride,pb,pe,extra", [((2, 2), (1, 0), (0, 1), (1, 0)), ((1, 3), (0, 0), (0, 0), (0, 0)),
+                                                ((3, 2), (2, 1), (1, 2), (0, 1))])
+def test_convolution_backprop_data(tmp_path, stride, pb, pe, extra):
+    """ConvolutionBackpropData (it was refused) as TRANSPOSE_CONV2D, against the direct sum
+    of OpenVINO's definition: out[o*s - pb + k] += x[o] * w[ci, co, k]."""
+    rng = np.random.default_rng(sum(stride) + sum(pb))
+    n, ci, h, w_, co, kh, kw = 1, 3, 4, 5, 2, 3, 2
+    oh = (h - 1) * stride[0] + kh - pb[0] - pe[0] + extra[0]
+    ow = (w_ - 1) * stride[1] + kw - pb[1] - pe[1] + extra[1]
+    b = IrBuilder()
+    x = b.parameter("x", [n, ci, h, w_])
+    wv = rng.normal(size=(ci, co, kh, kw)).astype(np.float32)
+    y = b.one("ConvolutionBackpropData", [x, b.const(wv)], [n, co, oh, ow], name="deconv",
+              strides=",".join(map(str, stride)), pads_begin=",".join(map(str, pb)),
+              pads_end=",".join(map(str, pe)), output_padding=",".join(map(str, extra)), dilations="1,1",
+              auto_pad="explicit")
+    b.result(y)
+    graph = load_openvino_model(b.write(tmp_path)).graph
+    assert "TRANSPOSE_CONV2D" in plain_ops(graph)
+    xv = rng.normal(size=(n, ci, h, w_)).astype(np.float32)
+    full = np.zeros((n, co, (h - 1) * stride[0] + kh + extra[0] + 8, (w_ - 1) * stride[1] + kw + extra[1] + 8))
+    for iy in range(h):
+        for ix in range(w_):
+            full[:, :, iy * stride[0]:iy * stride[0] + kh, ix * stride[1]:ix * stride[1] + kw] += \
+                np.einsum("nc,cokl->nokl", xv[:, :, iy, ix], wv)
+    want = full[:, :, pb[0]:pb[0] + oh, pb[1]:pb[1] + ow]
+    got = evaluate(graph, {"x": xv}, keep=False)[graph.main.outputs[0]]
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
