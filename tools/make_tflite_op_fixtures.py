@@ -98,13 +98,18 @@ class ModelBuilder:
         self.tensors, self.buffers, self.ops, self.codes = [], [{}], [], []
         self.inputs, self.outputs = [], []
 
-    def tensor(self, name, shape, dtype, scale, zp, data=None) -> int:
+    def tensor(self, name, shape, dtype, scale=None, zp=0, data=None) -> int:
+        """``scale`` None: not quantized (shape operands); a list: per channel (axis 0)."""
         buffer = 0
         if data is not None:
             self.buffers.append({"data": np.asarray(data, dtype).tobytes()})
             buffer = len(self.buffers) - 1
-        self.tensors.append({"shape": list(shape), "type": TYPE_CODES[dtype], "buffer": buffer,
-                             "name": name, "quantization": {"scale": [scale], "zero_point": [zp]}})
+        t = {"shape": list(shape), "type": TYPE_CODES[dtype], "buffer": buffer, "name": name}
+        if scale is not None:
+            scales = list(np.atleast_1d(scale).astype(float))
+            zps = list(np.broadcast_to(np.atleast_1d(zp), (len(scales),)).astype(int))
+            t["quantization"] = {"scale": scales, "zero_point": zps, "quantized_dimension": 0}
+        self.tensors.append(t)
         return len(self.tensors) - 1
 
     def op(self, code: int, version: int, inputs, outputs, options=(0, None)) -> None:
@@ -139,7 +144,26 @@ def maximum_minimum(rng) -> bytes:
     return write_tflite(m.model())
 
 
-MODELS = {"maximum_minimum_v2": maximum_minimum}
+def transpose_conv(rng) -> bytes:
+    """TRANSPOSE_CONV version 3 (bias input), int8 with per-channel weights: SAME padding,
+    stride 2 (output 10x8), and VALID, stride (2, 3) with a fused RELU (version 4)."""
+    m = ModelBuilder()
+    s_in, z_in = 0.05, 7
+    x = m.tensor("x", (1, 5, 4, 3), "int8", s_in, z_in)
+    m.inputs = [x]
+    for i, (pad, st, act, version, oh, ow) in enumerate(((0, (2, 2), 0, 3, 10, 8), (1, (2, 3), 1, 4, 11, 12))):
+        ws = rng.uniform(0.002, 0.01, 6)
+        w = m.tensor(f"w{i}", (6, 3, 3, 3), "int8", list(ws), 0, rng.integers(-127, 128, (6, 3, 3, 3)))
+        b = m.tensor(f"b{i}", (6,), "int32", list(ws * s_in), 0, rng.integers(-3000, 3000, 6))
+        shape = m.tensor(f"shape{i}", (4,), "int32", None, 0, [1, oh, ow, 6])
+        y = m.tensor(f"y{i}", (1, oh, ow, 6), "int8", 0.03, -4)
+        m.op(67, version, [shape, w, x, b], [y],
+             (49, {"padding": pad, "stride_w": st[1], "stride_h": st[0], "fused_activation_function": act}))
+        m.outputs.append(y)
+    return write_tflite(m.model())
+
+
+MODELS = {"maximum_minimum_v2": maximum_minimum, "transpose_conv_v3": transpose_conv}
 
 
 def reference_outputs(data: bytes, inputs: list[np.ndarray]) -> list[np.ndarray]:
