@@ -91,7 +91,7 @@ _TABLES = {
     "QuantizeOptions": "",
     "TransposeConvOptions": "padding:byte stride_w:int stride_h:int fused_activation_function:byte "
                             "quantized_bias_type:byte",
-    "BatchMatMulOptions": "adj_x:bool adj_y:bool asymmetric_quantize_inputs:bool",
+    "BatchMatMulOptions": "adjoint_lhs:bool adjoint_rhs:bool asymmetric_quantize_inputs:bool",
 }
 
 # BuiltinOptions union: type value -> options table (only the ones read).
