@@ -163,7 +163,23 @@ def transpose_conv(rng) -> bytes:
     return write_tflite(m.model())
 
 
-MODELS = {"maximum_minimum_v2": maximum_minimum, "transpose_conv_v3": transpose_conv}
+def batch_matmul(rng) -> bytes:
+    """BATCH_MATMUL (int8): activations [2, 3, 5, 12] x [2, 3, 12, 7] with zero points, and
+    an adjoint_rhs product by a constant [7, 12] (attention's Q K^T and a projection)."""
+    m = ModelBuilder()
+    a = m.tensor("a", (2, 3, 5, 12), "int8", 0.04, 3)
+    c = m.tensor("c", (2, 3, 12, 7), "int8", 0.05, -2)
+    y = m.tensor("y", (2, 3, 5, 7), "int8", 0.3, 1)
+    m.op(126, 1, [a, c], [y], (101, {"adjoint_lhs": False, "adjoint_rhs": False}))
+    k = m.tensor("k", (7, 12), "int8", 0.02, 0, rng.integers(-127, 128, (7, 12)))
+    z = m.tensor("z", (2, 3, 5, 7), "int8", 0.25, -3)
+    m.op(126, 1, [a, k], [z], (101, {"adjoint_lhs": False, "adjoint_rhs": True}))
+    m.inputs, m.outputs = [a, c], [y, z]
+    return write_tflite(m.model())
+
+
+MODELS = {"maximum_minimum_v2": maximum_minimum, "transpose_conv_v3": transpose_conv,
+          "batch_matmul": batch_matmul}
 
 
 def reference_outputs(data: bytes, inputs: list[np.ndarray]) -> list[np.ndarray]:

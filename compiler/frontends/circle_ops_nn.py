@@ -264,6 +264,56 @@ def transpose_conv(lw: Lowerer, op) -> None:
     lw.define(0, lw.clamp_activation(y, *lw.shifted(out, lo, hi)))
 
 
+def batch_matmul(lw: Lowerer, op) -> None:
+    """TFLite BATCH_MATMUL, int8 (either operand may be a constant): ``sum((lhs - lhs_zp) *
+    (rhs - rhs_zp))`` in int32 over K, MultiplyByQuantizedMultiplier by the float32 product
+    of the input scales over the output scale (GetQuantizedConvolutionMultipler), output zero
+    point, int8 range.  TOSA: the adjoint operands transposed, leading axes flattened into
+    MATMUL's N (equal batch shapes; a batch of 1 is broadcast by TILE), MATMUL with both zero
+    points, RESCALE (DOUBLE_ROUND)."""
+    b = lw.b
+    lhs, rhs = lw.activation(0), lw.activation(1)
+    out, out_dtype = lw.out_type()
+    if not lhs.dtype == rhs.dtype == out_dtype == "int8":
+        raise lw.unsupported("BATCH_MATMUL is supported for int8 operands and output only")
+    opts = op.options or {}
+    names = []
+    for v, adjoint in ((lhs, opts.get("adjoint_lhs", False)), (rhs, opts.get("adjoint_rhs", False))):
+        shape = b.shape(v.name)
+        if len(shape) < 2:
+            raise lw.invalid(f"operand of rank {len(shape)} (at least 2)")
+        name = v.name
+        if adjoint:
+            perms = list(range(len(shape) - 2)) + [len(shape) - 1, len(shape) - 2]
+            shape = tuple(shape[p] for p in perms)
+            name = b.emit("TRANSPOSE", [name], shape, v.dtype, f"{out.name}_adj", perms=perms)
+        names.append((name, tuple(shape)))
+    (a, ashape), (c, cshape) = names
+    m, k = ashape[-2:]
+    k2, n = cshape[-2:]
+    if k != k2:
+        raise lw.invalid(f"inner dimensions {k} and {k2} differ")
+    batch = tuple(int(d) for d in np.broadcast_shapes(ashape[:-2], cshape[:-2]))
+    if tuple(out.shape) != batch + (m, n):
+        raise lw.invalid(f"output shape {list(out.shape)} is not {list(batch + (m, n))}")
+    count = math.prod(batch)
+    flat = []
+    for name, shape, rows, cols in ((a, ashape, m, k), (c, cshape, k, n)):
+        own = math.prod(shape[:-2])
+        name = b.reshape(name, (own, rows, cols))
+        if own != count:
+            if own != 1:
+                raise lw.unsupported(f"batch shapes {list(ashape[:-2])} and {list(cshape[:-2])} broadcast "
+                                     f"other than from 1")
+            name = b.emit("TILE", [name, b.shape_const([count, 1, 1])], (count, rows, cols), "int8", "tile")
+        flat.append(name)
+    accum = b.emit("MATMUL", [flat[0], flat[1], b.scalar(lhs.zp, "int8"), b.scalar(rhs.zp, "int8")],
+                   (count, m, n), "int32", f"{out.name}_acc")
+    mults, shifts = _multipliers(lw, lhs.scale, np.asarray([rhs.scale]), out.quant.s, 1, True)
+    y = lw.requantize(accum, out_dtype, mults, shifts, 0, out.quant.zp)
+    lw.define(0, y)
+
+
 def _rescale_int48(lw: Lowerer, accum: str, out_dtype: str, mults, shifts, out_zp: int,
                    per_channel: bool) -> str:
     """TFLite's MultiplyByQuantizedMultiplier(int64 x, M, s): a 16-bit multiplier
@@ -412,4 +462,5 @@ HANDLERS = {
     "MAX_POOL_2D": max_pool_2d,
     "AVERAGE_POOL_2D": average_pool_2d,
     "TRANSPOSE_CONV": transpose_conv,
+    "BATCH_MATMUL": batch_matmul,
 }

@@ -35,6 +35,7 @@ from compiler.passes.elementwise import VEC_TYPES, EltLayer, Step
 from compiler.passes.fusion import invalid, unsupported
 from compiler.passes.moves import MoveLayer, _reshape_parts, row_strides
 from compiler.passes.reduce import WINDOW_MAX, ReduceLayer
+from compiler.views import shape4
 
 DECOMPOSED_OPS = ("ARGMAX", "GATHER", "SCATTER", "MATMUL", "RESIZE")
 LOWEST = {"int8": -128, "int16": -32768, "int32": -(1 << 31)}
@@ -94,6 +95,15 @@ class _Builder:
 
         before, after = self.shape(x) or (1,), tuple(shape) or (1,)
         lanes = self.walk.lanes
+        if self.walk.flow.root_of(x).layout == "brick" and shape4(before) != shape4(after):
+            # A brick view regrouped into other pixels (a batch of 6 from [2, 3, ...]) keeps
+            # its root's strides if aliased: copy it to rows first (whole bricks).
+            from compiler.passes.brick_rows import brick_rows_layer    # (it imports dataflow)
+
+            rows = self.tmp(before, dtype)
+            self.layer(brick_rows_layer(f"{self.base}.l{self.count}", x, rows, self.walk.flow.view(x), True,
+                                        [], ""))
+            x = rows
         target = name or f"{self.base}.t{self.count}"
         self.count += 1
         if before[-1] == after[-1] or (before[-1] % lanes == 0 and after[-1] % lanes == 0):
