@@ -40,6 +40,7 @@ fuzz:
 docs:
 	$(PYTHON) -m isa.generate
 	$(PYTHON) -m hw.harness.csr_header
+	$(PYTHON) tools/make_supported_ops.py
 
 clean:
 	rm -rf build sim_build .pytest_cache

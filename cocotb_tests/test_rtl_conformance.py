@@ -21,15 +21,18 @@ if importlib.util.find_spec("tosa_reference_model") is None:  # pragma: no cover
     pytest.skip("tosa-tools (a test extra) is not installed", allow_module_level=True)
 
 # One positive test per operator family (the smallest of its folder): vector unit, table
-# unit, MAC array in every mode, pools, element and word DMA, reductions, control flow.
+# unit, MAC array in every mode (int4 weights too), pools, element and word DMA, reductions,
+# control flow; int48 RESCALE input (split into ACC row pairs).
 CHOSEN = (
     "add/add_61x30_i32_is", "select/select_0_b", "rescale/rescale_0_i16_outi8_sc0_rmS_pc0_iu1_ou0",
+    "rescale/rescale_59x43_i48_outi8_sc0_rmS_pc1_iu0_ou0_seed7",
     "clamp/clamp_0_i16", "mul/mul_0_i16_perm0_shift0", "negate/negate_0_i32", "intdiv/intdiv_1_i32_si",
     "cast/cast_0_i8_outi16", "table/table_25_i8",
-    "conv2d/conv2d_5x5_1x37x17x4_i8xi8_acci32_st11_pad1001_dilat12_lclbnd0",
-    "depthwise_conv2d/depthwise_conv2d_2x2_1x36x29x4_i8xi8_acci32_st12_pad0001_dilat21_lclbnd0",
-    "conv3d/conv3d_1x2x1_1x46x4x44x13_i8xi8_acci32_st111_pad000100_dilat212_lclbnd0",
-    "transpose_conv2d/transpose_conv2d_1x3_1x1x16x28_i8xi8_acci32_st11_pad0101_os1x2x19x12_lclbnd0",
+    "conv2d/conv2d_5x5_1x37x17x4_i8xi8_acci32_st11_pad0100_dilat21_lclbnd0",
+    "conv2d/conv2d_3x3_1x4x29x28_i8xi4_acci32_st21_pad0100_dilat12_lclbnd0_seed7",
+    "depthwise_conv2d/depthwise_conv2d_3x1_1x37x11x3_i8xi8_acci32_st21_pad1101_dilat12_lclbnd0_seed7",
+    "conv3d/conv3d_2x1x1_1x10x15x14x47_i8xi4_acci32_st111_pad000000_dilat111_lclbnd0_is_s1",
+    "transpose_conv2d/transpose_conv2d_1x3_1x1x16x28_i8xi8_acci32_st22_pad0111_os1x2x35x12_lclbnd0",
     "matmul/matmul_14x63x3_i16xi16_outi48",
     "max_pool2d/max_pool2d_1x7x10x34_i16_st21_kern33_pad1111",
     "avg_pool2d/avg_pool2d_1x46x35x1_i16_acci32_st21_kern22_pad1100",

@@ -50,7 +50,7 @@ from tosa_ir.errors import Unsupported
 from compiler.core.dataflow import Binding, Dataflow, Ref, Root
 from compiler.core.ir import ConvLayer, CopyLayer
 from compiler.kinds.movement import params as movement
-from compiler.kinds.movement.brick_rows import move_via_rows, rows_copy
+from compiler.kinds.movement.brick_rows import brick_rows_layer, move_via_rows, rows_copy
 from compiler.kinds.elementwise.depthwise import depthwise_layer
 from compiler.core.errors import invalid, unsupported
 from compiler.core.operands import CONST_OPS, scalar_input
@@ -331,10 +331,16 @@ class GraphWalk:
             brick = s4 is not None and (len(tensor.shape) == 4 or flat_compatible(s4, self.lanes))
             if not brick:
                 if s4 is not None and users:
-                    raise Unsupported(
-                        f"graph input {x!r} of shape {tensor.shape}: a rank-{len(tensor.shape)} tensor is "
-                        f"read as bricks of shape {s4}, which the host can lay out (as row-major bytes) only "
-                        f"for one pixel or exactly {self.lanes} channels")
+                    # A rank < 4 int8 input read as bricks whose bytes are not row-major (e.g.
+                    # tokens [1, 16, 32]): the host lays it out as rows, one whole-brick copy
+                    # makes the bricks (brick_rows.py).
+                    rows = f"{x}@rows_in"
+                    self.new_root(rows, tuple(tensor.shape), "input", layout="rows", dtype="int8")
+                    self.flow.inputs.append(Binding(x, tensor.shape, "int8", rows, "rows"))
+                    self.new_root(x, s4, "computed")
+                    self.flow.layers.append(brick_rows_layer(self.new_name("move"), x, rows, self.flow.view(x), False,
+                                                             [f"graph input {x!r} rows -> bricks"], ""))
+                    continue
                 # Raw bytes no layer reads (for other types, _require refuses readers).
                 if min(tensor.shape, default=1) < 0 and not users:
                     raise Unsupported(f"graph input {x!r} has unknown dimensions {tensor.shape}")
@@ -393,10 +399,14 @@ class GraphWalk:
                                       f"that the NPU does not read (int8 of rank 1 to 4 only)")
                 layout = "brick" if len(tensor.shape) == 4 else "flat"
                 if layout == "flat" and not flat_compatible(self.flow.shapes[y], self.lanes):
-                    raise Unsupported(
-                        f"graph output {y!r} of shape {tensor.shape}: a rank-{len(tensor.shape)} tensor is "
-                        f"held as bricks of shape {self.flow.shapes[y]}, which the host can read (as row-major "
-                        f"bytes) only for one pixel or exactly {self.lanes} channels")
+                    # Rank < 4 bricks whose bytes are not row-major: one whole-brick copy into
+                    # the rows layout, which the host reads for any shape.
+                    rows = f"{y}@rows_out"
+                    self.new_root(rows, tuple(tensor.shape), "computed", layout="rows", dtype="int8")
+                    self.flow.layers.append(brick_rows_layer(self.new_name("move"), y, rows, self.flow.view(y), True,
+                                                             [f"graph output {y!r} bricks -> rows"], ""))
+                    self.flow.outputs.append(Binding(y, tensor.shape, "int8", rows, "rows"))
+                    continue
             view = self.flow.view(src)
             kind = self.flow.root_of(src).kind
             if kind == "input" or not view.dense:

@@ -33,7 +33,8 @@ from compiler.core.ops import Op
 from compiler.dataflow import Dataflow, build_dataflow
 from compiler.frontends import load_graph
 from compiler.graph.control import CONTROL_OPS, inline_control_flow
-from compiler.graph.validate import check_graph
+from compiler.graph.constant_fold import fold_constants
+from compiler.graph.validate import check_graph, check_level_ranks
 from compiler.kinds.conv.tap_packing import pack_taps
 from compiler.kinds.registry import kind_of
 from compiler.kinds.variables.layer import check_block as check_variable_blocks
@@ -85,6 +86,8 @@ def compile_graph(graph: Graph, config: NpuConfig = DEFAULT_CONFIG, loops: bool 
         An illegal graph.
     """
     graph.check_structure()             # recursion into a running block: illegal, never inlined
+    check_level_ranks(graph)
+    graph = fold_constants(graph)   # weights behind constant-foldable operators become constants
     if needs_linking(graph):        # WHILE_LOOP, big COND_IF: pieces linked with BRANCHes
         check_variable_blocks(graph, linked=True)
         return compile_linked(graph, config, loops, compile_graph)
@@ -100,6 +103,8 @@ def run_pipeline(graph: Graph, config: NpuConfig = DEFAULT_CONFIG, loops: bool =
     # Graph legality (graph/validate.py): the conv, pool and movement passes check their own
     # operators; for the others, and before refusing a graph, the spec's ERROR_IFs are
     # evaluated so an illegal graph is reported as illegal, not as unsupported.
+    check_level_ranks(graph)
+    graph = fold_constants(graph)   # idempotent: a graph folded by compile_graph is returned as is
     try:
         check_variable_blocks(graph)     # variables in control-flow blocks: Unsupported
         flow = build_dataflow(inline_control_flow(graph), config.bus_bytes)

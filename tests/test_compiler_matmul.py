@@ -57,3 +57,20 @@ def test_matmul_int16(config, n, h, c, w, extremes):
     graph, inputs = _matmul(rng, n, h, c, w, "int16", extremes=extremes)
     comp = run_and_compare(graph, inputs, CONFIGS[config])
     assert any(isinstance(layer, MatmulLayer) for layer in comp.layers)
+
+
+def test_int8_matmul_of_reshaped_rank4_inputs():
+    """MATMUL of int8 graph inputs reshaped from rank 4 (brick tensors: the vector-unit
+    fallback) whose batch regroups pixels ([2,3,12,7] -> [6,12,7]): the brick view was
+    aliased with its root's batch stride (wrong results from the second batch on)."""
+    import sys
+    sys.path.insert(0, str(__import__("pathlib").Path(__file__).parent))
+    from vector_graphs import VecBuilder, run_and_compare
+    from isa.config import DEFAULT_CONFIG
+
+    rng = np.random.default_rng(0)
+    g = VecBuilder(rng)
+    a = g.op("RESHAPE", [g.input((2, 3, 5, 12), "int8"), g.const(np.array([6, 5, 12]), "shape")], (6, 5, 12), "int8")
+    b = g.op("RESHAPE", [g.input((2, 3, 12, 7), "int8"), g.const(np.array([6, 12, 7]), "shape")], (6, 12, 7), "int8")
+    y = g.op("MATMUL", [a, b, g.const(np.array([3]), "int8"), g.const(np.array([-2]), "int8")], (6, 5, 7), "int32")
+    run_and_compare(g.graph([y]), g.inputs(rng), DEFAULT_CONFIG)

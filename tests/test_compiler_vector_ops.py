@@ -100,6 +100,20 @@ def test_table_int16_and_argmax_gather_scatter():
     run_and_compare(g.graph([tab, am, am0, gat, sca]), g.inputs(rng), SMALL_CONFIG)
 
 
+def test_gather_scatter_bool():
+    """bool GATHER/SCATTER (int8 0/1 in the rows layout; the official suite has them)."""
+    rng = np.random.default_rng(9)
+    g = VecBuilder(rng)
+    vals = g.input((2, 6, 19), "bool")
+    idx = g.input((2, 4), "int32", 0, 5)
+    gat = g.op("GATHER", [vals, idx], (2, 4, 19), "bool")
+    src = g.input((2, 3, 19), "bool")
+    sidx = g.const(np.array([[5, 0, 2], [1, 4, 3]]), "int32")
+    sca = g.op("SCATTER", [vals, sidx, src], (2, 6, 19), "bool")
+    run_and_compare(g.graph([gat, sca]), g.inputs(rng), SMALL_CONFIG)
+    run_and_compare(g.graph([gat, sca]), g.inputs(rng), DEFAULT_CONFIG)
+
+
 def test_cond_if_constant_and_computed_conditions():
     rng = np.random.default_rng(8)
     b = Block("main")

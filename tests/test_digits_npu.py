@@ -12,7 +12,7 @@ openvino-fq         tests/fixtures/openvino/tflite_digits.xml: the TFLite model 
                     TFLite frontend converts it (FakeQuantize; the graph ends at the logits)
 openvino-float      tests/fixtures/openvino/digits_float.xml: the float network (exact Keras
                     weights), quantized by our post-training quantization with ``--calibrate
-                    tests/fixtures/digits/calib_nhwc.npz``
+                    tests/fixtures/digits/calib_nchw.npz``
 nnef-float          tests/fixtures/nnef/digits_cnn/ (graph.nnef + float32 .dat files, exact
                     Keras weights), quantized with ``--calibrate tests/fixtures/digits/calib_nchw.npz``
 tosa                tests/fixtures/tosa/digits_cnn.tosa: the Circle frontend's int8 TOSA 1.0
@@ -67,7 +67,7 @@ FRONTENDS = {
     "tflite": (TFLITE / "digits_cnn.tflite", None),
     "circle": (TFLITE / "digits_cnn.circle", None),
     "openvino-fq": (FIXTURES / "openvino" / "tflite_digits.xml", None),
-    "openvino-float": (FIXTURES / "openvino" / "digits_float.xml", DIGITS / "calib_nhwc.npz"),
+    "openvino-float": (FIXTURES / "openvino" / "digits_float.xml", DIGITS / "calib_nchw.npz"),
     "nnef-float": (FIXTURES / "nnef" / "digits_cnn", DIGITS / "calib_nchw.npz"),
     "tosa": (FIXTURES / "tosa" / "digits_cnn.tosa", None),
 }

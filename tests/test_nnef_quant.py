@@ -129,6 +129,28 @@ def test_quantized_nnef_becomes_an_int8_graph(tmp_path):
     assert snr_db(ref, got) > 27     # measured 31.3 dB
 
 
+def test_32_bit_average_pool_result_is_left_to_the_quantizer(tmp_path):
+    """nnef-tools writes a TFLite average pool's int32 intermediate as a 32-bit entry (it
+    was refused: '32-bit activations'): the entry is noted and not used, the int8 pool
+    keeps its input's parameters, and the graph runs as the official model runs it."""
+    text = TEXT.replace("p1 = max_pool(", "p1 = avg_pool(")
+    folder, _, _ = _quantized_model(tmp_path)
+    (folder / "graph.nnef").write_text(text)
+    quant = (folder / "graph.quant").read_text().replace(
+        f'"p1": {_entry(ZP_R1, S_R1)};', f'"p1": {_entry(0, S_R1 / 4, bits=32)};')
+    (folder / "graph.quant").write_text(quant)
+    model = load_nnef_model(folder)
+    assert any("32-bit quantization not used" in n for n in model.notes)
+    qm = model.quantized
+    assert "AVG_POOL2D" in {op.op for op in qm.graph.main.operators}
+    x = qm.quantize_inputs({"input": np.random.default_rng(4).standard_normal((1, 3, 12, 12)).astype(np.float32)})
+    ours = run_graph(qm.graph, x)
+    status, official = official_run(qm.graph, x)
+    assert status == "VALID"
+    for name in qm.outputs:
+        np.testing.assert_array_equal(official[name], ours[name])
+
+
 def test_unsigned_linear_quantize_and_linear_coded_weights(tmp_path):
     """linear_quantize (unsigned) entries become int8 with the zero point moved by -128;
     weights stored with the .dat linear code (0x10) are decoded by its min/max."""

@@ -19,7 +19,7 @@ import pytest
 
 sys.path.insert(0, os.path.dirname(__file__))
 
-from compiler.frontends.openvino.load import load_openvino, load_openvino_model  # noqa: E402
+from compiler.frontends.openvino.load import load_openvino_model  # noqa: E402
 from ov_ir_helpers import IrBuilder, conv_attrs  # noqa: E402
 from tosa_ir.errors import InvalidInput, NpuError, Unsupported  # noqa: E402
 
@@ -39,7 +39,7 @@ def conv_model(weights_shape=(3, 2, 3, 3), out_shape=(1, 3, 4, 4), **attrs):
 
 def load_error(path, kind=NpuError) -> str:
     with pytest.raises(kind) as info:
-        load_openvino(path)
+        load_openvino_model(path, layout="nhwc").graph
     msg = str(info.value)
     assert "\n" not in msg
     assert str(path) in msg or str(Path(path).with_suffix(".bin")) in msg, msg
@@ -47,7 +47,7 @@ def load_error(path, kind=NpuError) -> str:
 
 
 def test_valid_base_model_loads(tmp_path):
-    graph = load_openvino(conv_model().write(tmp_path))
+    graph = load_openvino_model(conv_model().write(tmp_path), layout="nhwc").graph
     assert [op.op for op in graph.main.operators if op.op not in ("CONST", "CONST_SHAPE")] \
         == ["CONV2D", "CLAMP"]
 
@@ -103,7 +103,7 @@ def test_entities_are_never_expanded(tmp_path):
     path = tmp_path / "m.xml"
     path.write_text(BILLION_LAUGHS.replace("lol3;&lol3;", "lol3;" * 1000))
     with pytest.raises(InvalidInput, match="DTD"):
-        load_openvino(path)
+        load_openvino_model(path, layout="nhwc").graph
 
 
 def test_old_ir_version_is_unsupported(tmp_path):
@@ -447,7 +447,7 @@ def test_mutated_files_raise_only_project_errors(tmp_path):
         (folder / "m.xml").write_text(mutated)
         (folder / "m.bin").write_bytes(data)
         try:
-            load_openvino_model(folder / "m.xml")
+            load_openvino_model(folder / "m.xml", layout="nhwc")
             outcomes["ok"] += 1
         except NpuError as e:
             assert "\n" not in str(e)

@@ -118,7 +118,7 @@ def _nchw(a: np.ndarray) -> np.ndarray:
 @pytest.mark.parametrize("seed", range(20))
 def test_sliced_lowering_matches_khronos_and_zero_taps(tmp_path, seed):
     kind, xml, nnef_folder, kernel = random_case(seed, tmp_path)
-    model = load_openvino_model(xml)                      # NHWC graph boundaries
+    model = load_openvino_model(xml, layout="nhwc")                      # NHWC graph boundaries
     graph = model.graph
     block = graph.main
     assert not any("zero taps" in n for n in model.notes)
@@ -149,7 +149,7 @@ def test_cases_cover_both_rewrites(tmp_path):
     seen = {"slice->conv": 0, "slice->pool": 0, "less padding": 0, "rewritten": 0}
     for seed in range(20):
         kind, xml, _, _ = random_case(seed, tmp_path / str(seed))
-        model = load_openvino_model(xml)
+        model = load_openvino_model(xml, layout="nhwc")
         block = model.graph.main
         consumers = block.consumers()
         for op in block.operators:
@@ -175,7 +175,7 @@ def test_a_slice_layer_at_a_graph_output_keeps_its_name(tmp_path):
            b.const(np.asarray([1, 3, 5, 5], np.int64)), b.const(np.ones(4, np.int64))]
     b.result(b.one("StridedSlice", ins, [1, 3, 5, 5], name="ss", out_names=["y"],
                    begin_mask="0,0,0,0", end_mask="0,0,0,0"))
-    graph = load_openvino_model(b.write(tmp_path)).graph
+    graph = load_openvino_model(b.write(tmp_path), layout="nhwc").graph
     block = graph.main
     assert block.outputs == ["y"]
     assert [op.op for op in block.operators if op.op not in ("CONST", "CONST_SHAPE")] == \

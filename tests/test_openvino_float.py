@@ -20,7 +20,7 @@ import pytest
 
 sys.path.insert(0, os.path.dirname(__file__))
 
-from compiler.frontends.openvino.load import load_openvino, load_openvino_model  # noqa: E402
+from compiler.frontends.openvino.load import load_openvino_model  # noqa: E402
 from compiler.graph.quantize import quantize_graph  # noqa: E402
 from compiler.graph.quantize.float_eval import evaluate  # noqa: E402
 
@@ -89,7 +89,7 @@ def test_every_ops_fixture_output_is_a_distinct_layer_form():
 
 def test_nhwc_layout_has_no_transpose_and_same_values():
     path, inputs, outputs = fixture("cnn_float")
-    graph = load_openvino(path)                       # default layout: NHWC boundaries
+    graph = load_openvino_model(path, layout="nhwc").graph                       # default layout: NHWC boundaries
     block = graph.main
     assert [block.tensors[n].shape for n in block.inputs] == [(1, 16, 16, 3)]
     assert not any(op.op == "TRANSPOSE" for op in block.operators)
@@ -102,7 +102,7 @@ def test_f16_weights_and_shape_subgraph_are_folded():
     path, _, _ = fixture("cnn_float")
     text = path.read_text()
     assert 'element_type="f16"' in text and 'type="ShapeOf"' in text
-    graph = load_openvino(path)
+    graph = load_openvino_model(path, layout="nhwc").graph
     ops = {op.op for op in graph.main.operators}
     # ShapeOf/Gather/Concat/Convert leave no operator behind; biases are folded into the
     # convolutions (no ADD of a constant remains).
@@ -120,7 +120,7 @@ def test_official_reference_model_agrees(name, layout):
     from tosa_ir.tosa_fb import write_tosa
 
     path, inputs, outputs = fixture(name)
-    graph = load_openvino(path) if layout == "nhwc" else \
+    graph = load_openvino_model(path, layout="nhwc").graph if layout == "nhwc" else \
         load_openvino_model(path, layout="nchw").graph
     arrays = [to_nhwc(inputs[n][0]) if layout == "nhwc" else inputs[n][0]
               for n in graph.main.inputs]
@@ -136,7 +136,7 @@ def test_official_reference_model_agrees(name, layout):
 def test_float_graph_goes_through_the_quantizer():
     """The float graph is what compiler.graph.quantize takes: an int8 graph comes out."""
     path, inputs, _ = fixture("cnn_float")
-    graph = load_openvino(path)
+    graph = load_openvino_model(path, layout="nhwc").graph
     rng = np.random.default_rng(7)
     cal = [{"image": rng.uniform(-1, 1, (1, 16, 16, 3)).astype(np.float32)} for _ in range(4)]
     qm = quantize_graph(graph, cal)

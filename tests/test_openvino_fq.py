@@ -68,7 +68,7 @@ def run_int(model, images: np.ndarray) -> np.ndarray:
 @pytest.fixture(scope="module")
 def cnn_fq():
     path, data = fixture("cnn_fq")
-    model = load_openvino_model(path)
+    model = load_openvino_model(path, layout="nhwc")
     return model, data, run_int(model, data["in:image"])
 
 
@@ -143,7 +143,7 @@ def test_compressed_weights_give_the_same_integer_graph(cnn_fq):
     path, data_c = fixture("cnn_fq_compressed")
     text = path.read_text()
     assert 'element_type="i8"' in text and 'type="FakeQuantize"' in text
-    compressed = load_openvino_model(path)
+    compressed = load_openvino_model(path, layout="nhwc")
     a, b = model.graph.main, compressed.graph.main
     assert [op.op for op in a.operators] == [op.op for op in b.operators]
     for op_a, op_b in zip(a.operators, b.operators):
@@ -168,7 +168,7 @@ def test_float_logits_without_fakequantize_are_calibrated():
     LSB of OpenVINO's float logits (half an LSB of it is our own output rounding), except
     where OpenVINO's value lies outside the calibrated range (saturated: 1 of 240)."""
     path, data = fixture("cnn_fq_float_out")
-    model = load_openvino_model(path)
+    model = load_openvino_model(path, layout="nhwc")
     assert model.calibrated and any("no FakeQuantize covers" in n for n in model.notes)
     codes = run_int(model, data["in:image"])
     want = data["out:logits"]
@@ -275,7 +275,7 @@ def test_fakequantize_conv_chain_runs_on_the_npu(tmp_path):
     y = b.one("Convolution", [y, weights((4, 8, 3, 3), 0.2)], [1, 4, 4, 4], name="conv2",
               **conv_attrs(stride=2, pad=1))
     b.result(fq(y, -2.0, 2.0, [1, 4, 4, 4], "fq2"))
-    graph = load_openvino_model(b.write(tmp_path)).graph
+    graph = load_openvino_model(b.write(tmp_path), layout="nhwc").graph
     assert [op.op for op in graph.main.operators if op.op != "CONST"] == \
         ["CONV2D", "RESCALE", "CLAMP", "CONV2D", "RESCALE"]
     program = compile_graph(graph, SMALL_CONFIG)

@@ -58,7 +58,7 @@ def test_const_element_types(tmp_path, et, raw, values):
     c.et = et
     f = b.one("Convert", [c], [4], name="cvt", destination_type="f32")
     b.result(b.one("Add", [x, f], [4], name="add", out_names=["y"]))
-    graph = load_openvino(b.write(tmp_path))
+    graph = load_openvino_model(b.write(tmp_path), layout="nhwc").graph
     assert plain_ops(graph) == ["ADD"]
     x_val = np.asarray([10.0, 20.0, 30.0, 40.0], np.float32)
     got = evaluate(graph, {"x": x_val}, keep=False)["y"]
@@ -88,7 +88,7 @@ def decompressed_conv(tmp_path, codes: np.ndarray, et: str, zero, scale: np.ndar
     r2 = [b.const(np.float32(v)) for v in (-2.56, 2.54, -2.56, 2.54)]
     b.result(b.one("FakeQuantize", [y] + r2, [1, 3, 3, 3], name="fq_out", levels=256,
                    out_names=["y"]))
-    return load_openvino_model(b.write(tmp_path, name))
+    return load_openvino_model(b.write(tmp_path, name), layout="nhwc")
 
 
 def conv_weights(model):
@@ -207,7 +207,7 @@ def test_fakequantize_weights_levels_256(tmp_path):
     y = b.one("Convolution", [xq, wq], [1, 2, 1, 1], name="conv", **conv_attrs())
     r2 = [b.const(np.float32(v)) for v in (-2.56, 2.54, -2.56, 2.54)]
     b.result(b.one("FakeQuantize", [y] + r2, [1, 2, 1, 1], name="fq_out", levels=256))
-    model = load_openvino_model(b.write(tmp_path))
+    model = load_openvino_model(b.write(tmp_path), layout="nhwc")
     assert any("weight code -128" in n and "'conv'" in n for n in model.notes)
     w_codes, _ = conv_weights(model)
     np.testing.assert_array_equal(w_codes.reshape(-1), [-127, 64, 32, 127])
@@ -223,7 +223,7 @@ def test_conv_bias_add_is_folded(tmp_path):
     y = b.one("Convolution", [x, w], [1, 4, 3, 3], name="conv", **conv_attrs())
     bias = b.const(np.arange(4, dtype=np.float32).reshape(1, 4, 1, 1))
     b.result(b.one("Add", [y, bias], [1, 4, 3, 3], name="bias", out_names=["y"]))
-    graph = load_openvino(b.write(tmp_path))
+    graph = load_openvino_model(b.write(tmp_path), layout="nhwc").graph
     assert plain_ops(graph) == ["CONV2D"]
     conv = next(o for o in graph.main.operators if o.op == "CONV2D")
     np.testing.assert_array_equal(graph.main.tensors[conv.inputs[2]].data, [0, 1, 2, 3])
@@ -261,7 +261,7 @@ def test_strided_slice_with_step_is_unsupported(tmp_path):
     b.result(b.one("StridedSlice", ins, [1, 3], name="ss", begin_mask="0,0",
                    end_mask="0,0"))
     with pytest.raises(Unsupported, match="layer 4 'ss'.*step 2"):
-        load_openvino(b.write(tmp_path))
+        load_openvino_model(b.write(tmp_path), layout="nhwc").graph
 
 
 def test_gather_of_scattered_indices_is_unsupported(tmp_path):
@@ -270,7 +270,7 @@ def test_gather_of_scattered_indices_is_unsupported(tmp_path):
     ins = [x, b.const(np.asarray([0, 2], np.int64)), b.const(np.int64(1))]
     b.result(b.one("Gather", ins, [1, 2], name="g", version="opset8", batch_dims=0))
     with pytest.raises(Unsupported, match="'g' \\(Gather\\).*contiguous"):
-        load_openvino(b.write(tmp_path))
+        load_openvino_model(b.write(tmp_path), layout="nhwc").graph
 
 
 def test_graph_boundaries(tmp_path):
@@ -283,7 +283,7 @@ def test_graph_boundaries(tmp_path):
     b.result(r)
     b.result(r)
     path = b.write(tmp_path)
-    graph = load_openvino(path)
+    graph = load_openvino_model(path, layout="nhwc").graph
     block = graph.main
     assert block.inputs == ["x"] and len(block.outputs) == 4
     assert len(set(block.outputs)) == 4 and "r" in block.outputs and "x" not in block.outputs
@@ -316,7 +316,7 @@ def test_precision_notes_for_f16(tmp_path):
     x = b.parameter("x", [1, 4], et="f16")
     c = b.one("Convert", [x], [1, 4], name="to16", destination_type="f16")
     b.result(c)
-    model = load_openvino_model(b.write(tmp_path))
+    model = load_openvino_model(b.write(tmp_path), layout="nhwc")
     assert any("f16 input held as fp32" in n for n in model.notes)
     assert any("Convert to f16 ignored" in n for n in model.notes)
 
@@ -350,7 +350,7 @@ def integer_io_model(et: str = "i8", in_range=(-128.0, 127.0), out_fq=True):
 
 
 def test_integer_input_and_output_codes(tmp_path):
-    model = load_openvino_model(integer_io_model().write(tmp_path))
+    model = load_openvino_model(integer_io_model().write(tmp_path), layout="nhwc")
     assert model.code_inputs == {"x": "i8"}
     q = np.arange(-128, 128, 32, dtype=np.int8).reshape(1, 8)
     got = run_graph(model.graph, {"x": q})["y"]
@@ -373,9 +373,9 @@ def test_integer_codes_need_their_fakequantize(tmp_path):
     f = b.one("Convert", [x], [1, 8], name="to_f32", destination_type="f32")
     b.result(b.one("ReLU", [f], [1, 8], name="relu"))
     with pytest.raises(Unsupported, match="layer 2 'relu'.*integer codes"):
-        load_openvino(b.write(tmp_path, "b"))
+        load_openvino_model(b.write(tmp_path, "b"), layout="nhwc").graph
     with pytest.raises(Unsupported, match="'to_int' \\(Convert\\).*'i8'"):
-        load_openvino(integer_io_model(out_fq=False).write(tmp_path, "c"))
+        load_openvino_model(integer_io_model(out_fq=False).write(tmp_path, "c"), layout="nhwc").graph
 
 
 def test_ir_version_10_and_bin_path(tmp_path):
@@ -386,6 +386,81 @@ def test_ir_version_10_and_bin_path(tmp_path):
                    **conv_attrs()))
     path = b.write(tmp_path)
     for p in (path, path.with_suffix(".bin")):
-        graph = load_openvino(p)
+        graph = load_openvino_model(p, layout="nhwc").graph
         got = evaluate(graph, {"x": np.ones((1, 3, 3, 2), np.float32)}, keep=False)["y"]
         np.testing.assert_array_equal(got, np.ones((1, 3, 3, 4)))
+
+
+def test_nhwc_input_of_a_converted_tensorflow_model_is_read_as_declared(tmp_path):
+    """An IR converted from TensorFlow keeps its NHWC input [1,6,5,3] and inserts
+    Transpose(0,3,1,2) before the convolution, here after an elementwise layer (it once was
+    taken as NCHW: 'does not match the declared shape [1,6,3,5]').  The graph takes the
+    input as declared; the converter's Transposes cancel in the layout bookkeeping (no
+    TRANSPOSE operator), and the output is NHWC as declared too."""
+    b = IrBuilder()
+    x = b.parameter("x", [1, 6, 5, 3])
+    r = b.one("ReLU", [x], [1, 6, 5, 3], name="relu")
+    t = b.one("Transpose", [r, b.const(np.asarray([0, 3, 1, 2], np.int64))], [1, 3, 6, 5], name="to_nchw")
+    w = b.const(np.arange(24, dtype=np.float32).reshape(4, 3, 2, 1) / 10 - 1)
+    y = b.one("Convolution", [t, w], [1, 4, 5, 5], name="conv", **conv_attrs())
+    o = b.one("Transpose", [y, b.const(np.asarray([0, 2, 3, 1], np.int64))], [1, 5, 5, 4], name="to_nhwc",
+              out_names=["y"])
+    b.result(o)
+    model = load_openvino_model(b.write(tmp_path))
+    block = model.graph.main
+    assert block.tensors["x"].shape == (1, 6, 5, 3) and model.boundary["x"] == (0, 1, 2, 3)
+    assert block.tensors[block.outputs[0]].shape == (1, 5, 5, 4)
+    assert "TRANSPOSE" not in plain_ops(model.graph)
+    xv = np.random.default_rng(0).normal(size=(1, 6, 5, 3)).astype(np.float32)
+    got = evaluate(model.graph, {"x": xv}, keep=False)[block.outputs[0]]
+    want = np.zeros((1, 5, 5, 4), np.float32)
+    wv = np.arange(24, dtype=np.float32).reshape(4, 3, 2, 1) / 10 - 1
+    xr = np.maximum(xv, 0)
+    for oy in range(5):
+        for ox in range(5):
+            want[0, oy, ox] = np.einsum("khwc,hwc->k", wv.transpose(0, 2, 3, 1), xr[0, oy:oy + 2, ox:ox + 1])
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+
+
+def test_nchw_model_input_is_nchw_as_declared(tmp_path):
+    """An NCHW IR keeps its NCHW input by default: the TRANSPOSE to NHWC is in the graph
+    (the compiler makes it the host's layout of the input); layout="nhwc" asks for NHWC."""
+    b = IrBuilder()
+    x = b.parameter("x", [1, 2, 3, 3])
+    w = b.const(np.ones((4, 2, 1, 1), np.float32))
+    b.result(b.one("Convolution", [x, w], [1, 4, 3, 3], name="conv", **conv_attrs()))
+    path = b.write(tmp_path)
+    graph = load_openvino_model(path).graph
+    assert graph.main.tensors["x"].shape == (1, 2, 3, 3)
+    assert plain_ops(graph) == ["TRANSPOSE", "CONV2D", "TRANSPOSE"]
+    assert load_openvino_model(path, layout="nhwc").graph.main.tensors["x"].shape == (1, 3, 3, 2)
+
+
+@pytest.mark.parametrize("stride,pb,pe,extra", [((2, 2), (1, 0), (0, 1), (1, 0)), ((1, 3), (0, 0), (0, 0), (0, 0)),
+                                                ((3, 2), (2, 1), (1, 2), (0, 1))])
+def test_convolution_backprop_data(tmp_path, stride, pb, pe, extra):
+    """ConvolutionBackpropData (it was refused) as TRANSPOSE_CONV2D, against the direct sum
+    of OpenVINO's definition: out[o*s - pb + k] += x[o] * w[ci, co, k]."""
+    rng = np.random.default_rng(sum(stride) + sum(pb))
+    n, ci, h, w_, co, kh, kw = 1, 3, 4, 5, 2, 3, 2
+    oh = (h - 1) * stride[0] + kh - pb[0] - pe[0] + extra[0]
+    ow = (w_ - 1) * stride[1] + kw - pb[1] - pe[1] + extra[1]
+    b = IrBuilder()
+    x = b.parameter("x", [n, ci, h, w_])
+    wv = rng.normal(size=(ci, co, kh, kw)).astype(np.float32)
+    y = b.one("ConvolutionBackpropData", [x, b.const(wv)], [n, co, oh, ow], name="deconv",
+              strides=",".join(map(str, stride)), pads_begin=",".join(map(str, pb)),
+              pads_end=",".join(map(str, pe)), output_padding=",".join(map(str, extra)), dilations="1,1",
+              auto_pad="explicit")
+    b.result(y)
+    graph = load_openvino_model(b.write(tmp_path)).graph
+    assert "TRANSPOSE_CONV2D" in plain_ops(graph)
+    xv = rng.normal(size=(n, ci, h, w_)).astype(np.float32)
+    full = np.zeros((n, co, (h - 1) * stride[0] + kh + extra[0] + 8, (w_ - 1) * stride[1] + kw + extra[1] + 8))
+    for iy in range(h):
+        for ix in range(w_):
+            full[:, :, iy * stride[0]:iy * stride[0] + kh, ix * stride[1]:ix * stride[1] + kw] += \
+                np.einsum("nc,cokl->nokl", xv[:, :, iy, ix], wv)
+    want = full[:, :, pb[0]:pb[0] + oh, pb[1]:pb[1] + ow]
+    got = evaluate(graph, {"x": xv}, keep=False)[graph.main.outputs[0]]
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)

@@ -30,7 +30,7 @@ from compiler.graph.quantize.qparams import (  # noqa: E402
 from sim.reference import run_graph  # noqa: E402
 from tosa_ir.errors import Unsupported  # noqa: E402
 
-NPU_OPS = {"CONV2D", "DEPTHWISE_CONV2D", "MATMUL", "RESCALE", "CLAMP", "MAX_POOL2D",
+NPU_OPS = {"CONV2D", "DEPTHWISE_CONV2D", "MATMUL", "RESCALE", "CLAMP", "MAX_POOL2D", "TABLE", "MUL", "SLICE",
            "AVG_POOL2D", "ADD", "RESHAPE", "TRANSPOSE", "CONCAT", "PAD"}
 DATA_OPS = {"CONST", "CONST_SHAPE"}
 
@@ -184,11 +184,22 @@ def test_percentile_calibration_clips_outliers(tmp_path):
     _check_int_graph(qm, samples[:1], min_snr=20.0)
 
 
-def test_float_operator_inside_the_network_is_unsupported(tmp_path):
-    text = TINY_CNN.replace("r1 = relu(c1);", "r1 = sigmoid(c1);")
+def test_tanh_sigmoid_and_multiply_inside_the_network(tmp_path):
+    """sigmoid, tanh and a multiply of two activations inside the network (they failed:
+    'has no integer lowering in the NPU's operator set'): int8 TABLEs and an int32 MUL with
+    a RESCALE; the official model equals our interpreter, the NPU program equals both."""
+    from compiler.driver import compile_graph
+    from isa.config import SMALL_CONFIG
+    from npu_check import compare_on_isa
+
+    text = TINY_CNN.replace("r1 = relu(c1);", "s1 = sigmoid(c1); t1 = tanh(c1); r1 = mul(s1, t1);")
     graph = load_nnef(write_model(tmp_path / "m", text, random_weights(text)))
-    with pytest.raises(Unsupported, match="SIGMOID"):
-        quantize_graph(graph, _samples(graph, 2, 1))
+    qm = quantize_graph(graph, _samples(graph, 8, 1))
+    ops = [op.op for op in qm.graph.main.operators]
+    assert ops.count("TABLE") == 2 and "MUL" in ops
+    _check_int_graph(qm, _samples(graph, 2, 2), min_snr=20.0)
+    x = qm.quantize_inputs(_samples(graph, 1, 3)[0])
+    compare_on_isa(compile_graph(qm.graph, SMALL_CONFIG), qm.graph, x, SMALL_CONFIG)
 
 
 def test_softmax_kept_is_unsupported(tmp_path):

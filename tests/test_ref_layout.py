@@ -265,7 +265,7 @@ def test_tile_reshape_errors():
 
 # --- GATHER / SCATTER ---------------------------------------------------------------------
 
-@pytest.mark.parametrize("dtype", ["int8", "int16", "int32"])
+@pytest.mark.parametrize("dtype", ["bool", "int8", "int16", "int32"])
 def test_gather_scatter(dtype):
     rng = np.random.default_rng(_seed("gs", dtype))
     for _ in range(15):

@@ -942,3 +942,26 @@ def test_write_errors():
     with pytest.raises(InvalidInput, match="bf16"):
         write_tosa(_one_op_graph(Operator("CONST", [], ["y"]),
                                  Tensor("y", (1,), "bf16", np.array([0.1], np.float32))))
+
+
+def test_reshape_to_rank0_from_the_official_generator():
+    """The official serialiser writes a rank-0 shape constant (RESHAPE to a scalar) with 8
+    zero bytes of data: the reader takes it (it once refused the file), and the graph runs
+    on the reference interpreter and the NPU as the official reference model recorded."""
+    from compiler.driver import compile_graph
+    from isa.config import NpuConfig
+    from npu_check import compare_on_isa
+    from sim.reference import run_graph
+
+    folder = Path(__file__).parent / "fixtures" / "tosa" / "official"
+    stem = "reshape_0_i8_perm4_rank0_out0"
+    graph = read_tosa((folder / f"{stem}.tosa").read_bytes())
+    shape_const = next(t for t in graph.main.tensors.values() if t.dtype == "shape")
+    assert shape_const.shape == (0,) and shape_const.data.shape == (0,)
+    x = np.load(folder / f"{stem}.input-0.npy")
+    expected = np.load(folder / f"{stem}.result-0.npy")
+    inputs = {graph.main.inputs[0]: x}
+    got = run_graph(graph, inputs)[graph.main.outputs[0]]
+    np.testing.assert_array_equal(got, expected)
+    config = NpuConfig()
+    compare_on_isa(compile_graph(graph, config), graph, inputs, config)

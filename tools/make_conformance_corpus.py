@@ -28,16 +28,18 @@ How it is made:
 
 Tests land in ``OUT/<operator>/<test name>/``.  ``OUT/corpus.json`` (options, tosa-tools
 version, per-operator counts and element types, left-out tests with reasons, timings, size)
-is written last: its presence means the corpus is whole.  With the defaults (8 positive
-tests per operator, one negative test per ERROR_IF condition) that is about 700 tests of 55
-operators, ~100 MB, made in about a minute on 2 cores (most of it the reference model).
+is written last: its presence means the corpus is whole.  With the defaults (PRO-INT with
+EXT-INT16, EXT-DOUBLEROUND, EXT-CONTROLFLOW and EXT-INT4; seeds 42 and 7, the second seed's
+tests named ``<test>_seed7``; 8 positive tests per operator and seed, one negative test per
+ERROR_IF condition) that is 1375 tests of 55 operators, ~320 MB, made in about twice the time
+of one seed (most of it the generator and the reference model).
 
 This is a fixture builder (tosa-tools is a test extra), never imported by product code.
 
 Usage::
 
     python tools/make_conformance_corpus.py --out build/conformance/mine [--ops REGEX]
-        [--max-per-op N] [--seed S] [--jobs J]
+        [--max-per-op N] [--seeds S [S ...]] [--jobs J]
 
 :func:`ensure_corpus` gives tests a cached corpus under ``build/conformance/<key>/``, where
 the key hashes the options, the tosa-tools version and this file.
@@ -68,13 +70,16 @@ from pathlib import Path
 os.environ.setdefault("TOSA_MODEL_NO_BACKTRACE", "1")
 
 TOSA_VERSION = "1.0"
-DEFAULT_DTYPES = ("int8", "int16", "int32", "int48", "bool")
+DEFAULT_DTYPES = ("int4", "int8", "int16", "int32", "int48", "bool")
 # Integer extensions of PRO-INT that are exactly specified (INEXACT_ROUND is not: its
-# results are checked with a tolerance, so it has no place in a bit-exact corpus; INT4 is
-# left out as the project has no int4 path; VARIABLE and the shape/int64 extensions are 1.1).
-DEFAULT_EXTENSIONS = ("tosa-ext-int16", "tosa-ext-doubleround", "tosa-ext-controlflow")
+# results are checked with a tolerance, so it has no place in a bit-exact corpus; VARIABLE
+# and the shape/int64 extensions are 1.1).  INT4: int4 weights of the convolutions (CONST
+# and IDENTITY of int4 too).
+DEFAULT_EXTENSIONS = ("tosa-ext-int16", "tosa-ext-doubleround", "tosa-ext-controlflow", "tosa-ext-int4")
 DEFAULT_MAX_PER_OP = 8
-DEFAULT_SEED = 42
+# Two seeds: the second draws other tests (parameters, shapes) and other data for the same
+# selection rules, so the corpus is not tuned to one seed's draws.
+DEFAULT_SEEDS = (42, 7)
 # Reference model exit codes (runner/tosa_refmodel_sut_run.py: TosaRefReturnCode).
 REF_STATUS = {0: "VALID", 1: "UNPREDICTABLE", 2: "ERROR"}
 REF_TIMEOUT_S = 120
@@ -87,7 +92,7 @@ class CorpusOptions:
     ops: str = ""                       # regular expression on lower-case operator names
     max_per_op: int = DEFAULT_MAX_PER_OP
     negatives_per_condition: int = 1
-    seed: int = DEFAULT_SEED
+    seeds: tuple[int, ...] = DEFAULT_SEEDS
     dtypes: tuple[str, ...] = DEFAULT_DTYPES
     extensions: tuple[str, ...] = DEFAULT_EXTENSIONS
     tosa_version: str = TOSA_VERSION
@@ -191,11 +196,11 @@ def official_dtypes(options: CorpusOptions) -> dict[str, set[str]]:
 
 
 # -- selection -------------------------------------------------------------------------------
-def _generator_args(options: CorpusOptions, raw_dir: Path):
+def _generator_args(options: CorpusOptions, raw_dir: Path, seed: int):
     from generator.tosa_verif_build_tests import parseArgs
 
     return parseArgs([
-        "-o", str(raw_dir), "--seed", str(options.seed),
+        "-o", str(raw_dir), "--seed", str(seed),
         "--profile", "tosa-pro-int", "--extension", *options.extensions,
         "--tosa-version", options.tosa_version,
         "--target-dtype", *options.dtypes,
@@ -203,11 +208,11 @@ def _generator_args(options: CorpusOptions, raw_dir: Path):
     ])
 
 
-def _make_generator(options: CorpusOptions, raw_dir: Path):
+def _make_generator(options: CorpusOptions, raw_dir: Path, seed: int):
     from generator.tosa_test_gen import TosaTestGen
     from generator.tosa_verif_build_tests import _get_tosa_version
 
-    args = _generator_args(options, raw_dir)
+    args = _generator_args(options, raw_dir, seed)
     return TosaTestGen(args, _get_tosa_version(args.tosa_version_str)), args
 
 
@@ -249,7 +254,7 @@ def _arg(test, param: str):
         return None
 
 
-def select_tests(ttg, args, options: CorpusOptions) -> tuple[list, dict[str, list[str]]]:
+def select_tests(ttg, args, options: CorpusOptions, seed: int) -> tuple[list, dict[str, list[str]]]:
     """The tests to generate (generator TosaTestSelect objects) and, per operator covered,
     the element types they were drawn from."""
     from generator.tosa_test_select import TosaTestSelect
@@ -275,7 +280,7 @@ def select_tests(ttg, args, options: CorpusOptions) -> tuple[list, dict[str, lis
 
     chosen = []
     for operator in sorted(by_op):
-        rng = random.Random(f"{options.seed}:{operator}")
+        rng = random.Random(f"{seed}:{operator}")
         # Every element type first, then within a type the parameters the official
         # selection permutes (rank, rounding mode, kernel, ...) and special-data tests.
         permutes = [p for p in official_permutes(operator) if p != "type"]
@@ -354,14 +359,37 @@ def generate(options: CorpusOptions, out: Path, jobs: int = 2, log=print) -> Rep
     report = Report(options=asdict(options), tosa_tools=tosa_tools_version())
     model = reference_model_path()
     logging.getLogger("tosa_verif_build_tests").setLevel(logging.ERROR)
+    out_tmp = out.with_name(out.name + f".partial-{os.getpid()}")
+    shutil.rmtree(out_tmp, ignore_errors=True)
+    counts: dict = defaultdict(lambda: {"positive": 0, "negative": 0})
+    for k, seed in enumerate(options.seeds):
+        suffix = "" if k == 0 else f"_seed{seed}"
+        _generate_seed(options, seed, suffix, out_tmp, counts, report, model, jobs, log)
+    report.counts = {op: counts[op] for op in sorted(counts)}
+    report.bytes = sum(p.stat().st_size for p in out_tmp.rglob("*") if p.is_file())
+    (out_tmp / "corpus.json").write_text(json.dumps(asdict(report), indent=1) + "\n")
+    out_tmp.rename(out)
+    kept = sum(c["positive"] + c["negative"] for c in report.counts.values())
+    log(f"wrote {kept} tests to {out} ({report.bytes / 1e6:.1f} MB); "
+        f"{len(report.left_out)} left out (see corpus.json)")
+    return report
+
+
+def _generate_seed(options: CorpusOptions, seed: int, suffix: str, out_tmp: Path, counts: dict,
+                   report: Report, model: Path, jobs: int, log) -> None:
+    """Select, generate, run and convert the tests of one seed into ``out_tmp`` (folder names
+    ``<test><suffix>``), adding to ``counts`` and ``report``."""
+    seconds: dict = {}
     with tempfile.TemporaryDirectory(prefix="tosa-corpus-raw-") as tmp:
         raw = Path(tmp)
         start = time.perf_counter()
-        ttg, args = _make_generator(options, raw)
-        tests, report.dtypes = select_tests(ttg, args, options)
-        report.seconds["select"] = round(time.perf_counter() - start, 2)
-        log(f"selected {len(tests)} tests of {len(report.dtypes)} operators "
-            f"({report.seconds['select']} s)")
+        ttg, args = _make_generator(options, raw, seed)
+        tests, dtypes = select_tests(ttg, args, options, seed)
+        for op, types in dtypes.items():
+            report.dtypes[op] = sorted(set(report.dtypes.get(op, [])) | set(types))
+        seconds["select"] = round(time.perf_counter() - start, 2)
+        log(f"seed {seed}: selected {len(tests)} tests of {len(dtypes)} operators "
+            f"({seconds['select']} s)")
 
         start = time.perf_counter()
         _WORK.update(ttg=ttg, tests=tests)
@@ -371,20 +399,17 @@ def generate(options: CorpusOptions, out: Path, jobs: int = 2, log=print) -> Rep
         with ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("fork")) as pool:
             made = [item for part in pool.map(_serialize_chunk, chunks) for item in part]
         _WORK.clear()
-        report.seconds["generate"] = round(time.perf_counter() - start, 2)
-        log(f"generated {len(made)} tests ({report.seconds['generate']} s)")
+        seconds["generate"] = round(time.perf_counter() - start, 2)
+        log(f"seed {seed}: generated {len(made)} tests ({seconds['generate']} s)")
 
         start = time.perf_counter()
         folders = {name: raw / entry / name for name, entry in made}
         with ThreadPoolExecutor(jobs) as pool:
             statuses = dict(zip(folders, pool.map(lambda d: _run_reference(model, d),
                                                   folders.values())))
-        report.seconds["reference_model"] = round(time.perf_counter() - start, 2)
+        seconds["reference_model"] = round(time.perf_counter() - start, 2)
 
         start = time.perf_counter()
-        out_tmp = out.with_name(out.name + f".partial-{os.getpid()}")
-        shutil.rmtree(out_tmp, ignore_errors=True)
-        counts: dict = defaultdict(lambda: {"positive": 0, "negative": 0})
         meta = {str(t): t for t in tests}
         for name, folder in folders.items():
             desc = json.loads((folder / "desc.json").read_text())
@@ -393,22 +418,16 @@ def generate(options: CorpusOptions, out: Path, jobs: int = 2, log=print) -> Rep
             wanted = "ERROR" if negative else "VALID"
             if status != wanted:
                 report.left_out.append({
-                    "test": name,
+                    "test": name + suffix,
                     "reason": f"reference model result {status}, the test expects {wanted}"
                               + (f": {message}" if message else "")})
                 continue
             operator = ttg.getOperatorNameStr(meta[name].opName)
-            _convert(folder, out_tmp / operator / name)
+            _convert(folder, out_tmp / operator / (name + suffix))
             counts[operator]["negative" if negative else "positive"] += 1
-        report.counts = {op: counts[op] for op in sorted(counts)}
-        report.seconds["convert"] = round(time.perf_counter() - start, 2)
-    report.bytes = sum(p.stat().st_size for p in out_tmp.rglob("*") if p.is_file())
-    (out_tmp / "corpus.json").write_text(json.dumps(asdict(report), indent=1) + "\n")
-    out_tmp.rename(out)
-    kept = sum(c["positive"] + c["negative"] for c in report.counts.values())
-    log(f"wrote {kept} tests to {out} ({report.bytes / 1e6:.1f} MB); "
-        f"{len(report.left_out)} left out (see corpus.json)")
-    return report
+        seconds["convert"] = round(time.perf_counter() - start, 2)
+    for key, value in seconds.items():
+        report.seconds[key] = round(report.seconds.get(key, 0) + value, 2)
 
 
 # -- cache for the test suite ---------------------------------------------------------------
@@ -448,8 +467,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--negatives-per-condition", type=int, default=1, metavar="N",
                    help="negative tests per ERROR_IF condition of each operator "
                         "(default: %(default)s)")
-    p.add_argument("--seed", type=int, default=DEFAULT_SEED,
-                   help="generator and selection seed (default: %(default)s)")
+    p.add_argument("--seeds", type=int, nargs="+", default=list(DEFAULT_SEEDS),
+                   help="generator and selection seeds: the corpus is the union, tests of "
+                        "every seed after the first named <test>_seed<S> (default: %(default)s)")
     p.add_argument("--dtypes", nargs="+", default=list(DEFAULT_DTYPES),
                    help="element types, narrowed per operator to those the official CTS config tests "
                         "(default: %(default)s)")
@@ -458,7 +478,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--jobs", type=int, default=2, help="parallel workers (default: 2)")
     a = p.parse_args(argv)
     options = CorpusOptions(ops=a.ops, max_per_op=a.max_per_op,
-                            negatives_per_condition=a.negatives_per_condition, seed=a.seed,
+                            negatives_per_condition=a.negatives_per_condition, seeds=tuple(a.seeds),
                             dtypes=tuple(a.dtypes), extensions=tuple(a.extensions))
     start = time.perf_counter()
     generate(options, Path(a.out), jobs=max(1, a.jobs))

@@ -1,1 +1,2 @@
-"""TOSA -> TOSA: validation (ERROR_IFs), COND_IF preparation, trip counts, quantization."""
+"""TOSA -> TOSA, before the dataflow pass: validation (ERROR_IFs), constant folding (constant_fold),
+COND_IF preparation, trip counts, quantization."""

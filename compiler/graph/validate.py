@@ -17,7 +17,7 @@ from __future__ import annotations
 import numpy as np
 
 from tosa_ir import Graph
-from tosa_ir.errors import NpuError, TosaError, TosaUnpredictable
+from tosa_ir.errors import LevelRejected, NpuError, TosaError, TosaUnpredictable
 from tosa_ir.graph import numpy_dtype
 
 # WHILE_LOOP bodies the dry run may execute in all (a data-dependent loop on zeros may not end).
@@ -25,6 +25,23 @@ DRY_RUN_ITERATIONS = 1000
 # Graphs whose inputs hold more elements than this are not dry-run (their ERROR_IFs are left
 # to the lowering passes' own checks): the dry run costs a reference execution.
 DRY_RUN_ELEMENTS = 1 << 22
+
+
+def check_level_ranks(graph: Graph) -> None:
+    """Reject (LevelRejected) a graph with a tensor of rank above level 8K's MAX_RANK, in any
+    block: unpredictable in the spec, rejected as the reference interpreter and the official
+    suite do, before any pass (whose lowering would take rank 7 as loops) sees it."""
+    from sim.reference.registry import LEVELS
+
+    max_rank = LEVELS["8K"]["MAX_RANK"]
+    for region in graph.regions:
+        for block in region.blocks:
+            for op in block.operators:
+                for name in list(op.inputs) + list(op.outputs):
+                    tensor = block.tensors.get(name) if name else None
+                    if tensor is not None and len(tensor.shape) > max_rank:
+                        raise LevelRejected(op.op, f"rank({name}) = {len(tensor.shape)} <= "
+                                                   f"MAX_RANK = {max_rank}", op.location)
 
 
 def check_graph(graph: Graph) -> None:
@@ -62,7 +79,7 @@ def check_graph(graph: Graph) -> None:
     except NpuError as e:
         # InvalidInput from the interpreter is an illegal graph too; Unsupported and
         # TosaUnpredictable say nothing about legality.
-        if type(e).__name__ == "InvalidInput":
+        if type(e).__name__ == "InvalidInput" or isinstance(e, LevelRejected):
             raise
     except Exception:   # noqa: BLE001 - a dry run that cannot finish judges nothing
         return

@@ -296,7 +296,7 @@ class Interpreter:
             tensor = block.tensors.get(name) if name else None
             if tensor is None:
                 continue
-            ctx.level_check(len(tensor.shape) <= max_rank,
+            ctx.level_reject(len(tensor.shape) <= max_rank,
                             f"rank({name}) = {len(tensor.shape)} <= MAX_RANK = {max_rank}")
             ctx.level_check(all(d <= max_dim for d in tensor.shape),
                             f"shape({name}) dimensions <= (1 << MAX_LOG2_SIZE) - 1")

@@ -7,7 +7,10 @@ from sim.reference.ops_support import check_output_shape, check_types, level_ran
 from sim.reference.registry import register
 from tosa_ir import numpy_dtype
 
-CONST_TYPES = ("bool", "int4", "int8", "int16", "int32", "int48", "shape")
+# Floating-point constants are data only (no arithmetic): kept, so a graph that misuses one
+# (e.g. an fp32 COND_IF condition) meets its own ERROR_IF; an operator computing on them is
+# Unsupported where it runs.
+CONST_TYPES = ("bool", "int4", "int8", "int16", "int32", "int48", "shape", "fp16", "bf16", "fp32")
 IDENTITY_TYPES = ("bool", "int4", "int8", "int16", "int32", "int48")
 
 

@@ -11,7 +11,9 @@ import numpy as np
 from sim.reference.ops_support import check_output_shape, check_types, out_array
 from sim.reference.registry import register
 
-DATA_TYPES = ("int8", "int16", "int32")
+# bool: TOSA 1.0's GATHER/SCATTER move bool_t as well (the official reference model runs
+# them; the conformance suite's configuration lists them from 1.1).
+DATA_TYPES = ("bool", "int8", "int16", "int32")
 
 
 def _check_indices(ctx, indices: np.ndarray, n: int, k: int) -> None:

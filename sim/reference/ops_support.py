@@ -33,9 +33,10 @@ def max_rank(ctx) -> int:
 
 
 def level_rank(ctx, *shapes: Sequence[int]) -> None:
-    """LEVEL_CHECK(rank(shape) <= MAX_RANK) for each shape."""
+    """LEVEL_CHECK(rank(shape) <= MAX_RANK) for each shape: a failure rejects the graph
+    (``OpContext.level_reject``)."""
     for shape in shapes:
-        ctx.level_check(len(shape) <= max_rank(ctx), "rank(shape) <= MAX_RANK")
+        ctx.level_reject(len(shape) <= max_rank(ctx), "rank(shape) <= MAX_RANK")
 
 
 def has_input(ctx, index: int) -> bool:

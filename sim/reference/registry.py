@@ -17,6 +17,7 @@ from typing import Callable
 import numpy as np
 
 from tosa_ir import Block, Graph, Operator, TosaError, TosaUnpredictable
+from tosa_ir.errors import LevelRejected
 
 OPS: dict[str, Callable] = {}
 
@@ -85,3 +86,9 @@ class OpContext:
     def level_check(self, cond, text: str) -> None:
         if self.limits is not None and not bool(np.all(cond)):
             raise TosaUnpredictable(self.name, "LEVEL_CHECK", text, self.op.location)
+
+    def level_reject(self, cond, text: str) -> None:
+        """A LEVEL_CHECK whose failure rejects the graph (tosa_ir.errors.LevelRejected:
+        compliant, as the result is unpredictable, and what the official suite expects)."""
+        if self.limits is not None and not bool(np.all(cond)):
+            raise LevelRejected(self.name, text, self.op.location)

@@ -101,6 +101,32 @@ def mul(lw, op):
     lw.define(0, lw.clamp_activation(y, *lw.shifted(out, lo, hi)))
 
 
+def _maximum_minimum(lw, op, tosa_op: str) -> None:
+    """TFLite MAXIMUM / MINIMUM, every version (int8 from version 2, int16 later): the
+    reference kernel (MaximumMinimumBroadcast) compares the raw codes, the converter giving
+    inputs and output one quantization, so the TOSA operator runs on the codes, broadcast
+    to the output's rank (uint8 codes, moved by -128 alike, keep their order)."""
+    b = lw.b
+    x1, x2 = lw.activation(0), lw.activation(1)
+    out, out_dtype = lw.out_type()
+    if not x1.dtype == x2.dtype == out_dtype:
+        raise lw.unsupported("inputs and output must have the same integer type")
+    rank = len(out.shape)
+    # TOSA MAXIMUM/MINIMUM are int32: the codes widen exactly, and the result (one of them)
+    # narrows back exactly.
+    a, c = (_to_rank(lw, b.to_int32(x.name, 0), rank) for x in (x1, x2))
+    y = b.binary(tosa_op, a, c, "int32")
+    lw.define(0, b.emit("CAST", [y], b.shape(y), out_dtype, "cast"))
+
+
+def maximum(lw, op):
+    _maximum_minimum(lw, op, "MAXIMUM")
+
+
+def minimum(lw, op):
+    _maximum_minimum(lw, op, "MINIMUM")
+
+
 # ---------------------------------------------------------------------------------------
 def _table(lw, op, func: str) -> None:
     x = lw.activation(0)
@@ -243,6 +269,8 @@ HANDLERS = {
     "ADD": add,
     "SUB": sub,
     "MUL": mul,
+    "MAXIMUM": maximum,
+    "MINIMUM": minimum,
     "LOGISTIC": logistic,
     "TANH": tanh,
     "SOFTMAX": softmax,

@@ -209,6 +209,111 @@ def _conv_common(lw: Lowerer, op, kind: str) -> None:
     lw.define(0, y)
 
 
+def transpose_conv(lw: Lowerer, op) -> None:
+    """TFLite TRANSPOSE_CONV, int8/uint8 (every version; the bias input is version 3's):
+    inputs output_shape, filter [OC, KH, KW, IC], input, bias.  The reference kernel scatters
+    ``(x - x_zp) * w`` to ``out[i * stride - pad + k]`` with ``pad`` from
+    ComputePaddingHeightWidth on the *output* size, adds the bias, requantizes per channel
+    (MultiplyByQuantizedMultiplier) and clamps: TOSA TRANSPOSE_CONV2D with ``out_pad =
+    [-pad_top, rest, -pad_left, rest]``, RESCALE (DOUBLE_ROUND), CLAMP."""
+    b = lw.b
+    x = lw.activation(2)
+    out, out_dtype = lw.out_type()
+    w, wq, wzp = _weights(lw, 1)
+    opts = _opts(lw, op)
+    act = activation_name(opts["fused_activation_function"], op.where)
+    if x.dtype != "int8":
+        raise lw.unsupported("int16 TRANSPOSE_CONV is not supported")
+    if wzp.any():
+        raise lw.unsupported("TRANSPOSE_CONV weights must have zero point 0")
+    if len(b.shape(x.name)) != 4 or w.ndim != 4 or len(out.shape) != 4:
+        raise lw.invalid("transpose convolution input, filter and output must be 4-D")
+    n, ih, iw, ic = b.shape(x.name)
+    oc, kh, kw, wic = w.shape
+    _, oh, ow, ooc = out.shape
+    if wic != ic or ooc != oc:
+        raise lw.invalid(f"filter {list(w.shape)} does not fit input {ic} / output {ooc} channels")
+    stride = [opts["stride_h"], opts["stride_w"]]
+    if min(stride) < 1:
+        raise lw.invalid(f"stride {stride} must be >= 1")
+    if opts["padding"] not in PADDINGS:
+        raise lw.invalid(f"unknown padding {opts['padding']}")
+    pads = []
+    for size, k, s in ((oh, kh, stride[0]), (ow, kw, stride[1])):
+        # ComputePaddingWithOffset(stride, 1, in_size=size, k, out_size): total // 2.
+        o = -(-size // s) if PADDINGS[opts["padding"]] == "SAME" else (size - k + s) // s
+        pads.append(max((o - 1) * s + k - size, 0) // 2)
+    out_pad = [-pads[0], oh - (ih - 1) * stride[0] - kh + pads[0],
+               -pads[1], ow - (iw - 1) * stride[1] - kw + pads[1]]
+    if min(out_pad[:2]) <= -kh or min(out_pad[2:]) <= -kw:
+        raise lw.unsupported(f"output {oh}x{ow} needs padding beyond the {kh}x{kw} kernel")
+    bias = _bias(lw, 3, oc, "int32")
+    mults, shifts = _multipliers(lw, x.scale, wq.scale, out.quant.s, oc, False)
+    out_zp = out.quant.zp - (128 if out.type == "UINT8" else 0)
+    accum = b.emit("TRANSPOSE_CONV2D", [x.name, b.const(f"{out.name}_weights", w, "int8"),
+                                        b.const(f"{out.name}_bias", bias, "int32"),
+                                        b.scalar(x.zp, x.dtype), b.scalar(0, "int8")],
+                   (n, oh, ow, oc), "int32", f"{out.name}_acc", out_pad=out_pad, stride=stride,
+                   local_bound=False, acc_type="INT32")
+    per_channel = len(set(zip(mults, shifts))) > 1
+    if not per_channel:
+        mults, shifts = mults[:1], shifts[:1]
+    y = lw.requantize(accum, out_dtype, mults, shifts, 0, out_zp, per_channel=per_channel)
+    lo, hi = activation_range(act, out.quant.s, out.quant.zp,
+                              "uint8" if out.type == "UINT8" else out_dtype, op.where)
+    lw.define(0, lw.clamp_activation(y, *lw.shifted(out, lo, hi)))
+
+
+def batch_matmul(lw: Lowerer, op) -> None:
+    """TFLite BATCH_MATMUL, int8 (either operand may be a constant): ``sum((lhs - lhs_zp) *
+    (rhs - rhs_zp))`` in int32 over K, MultiplyByQuantizedMultiplier by the float32 product
+    of the input scales over the output scale (GetQuantizedConvolutionMultipler), output zero
+    point, int8 range.  TOSA: the adjoint operands transposed, leading axes flattened into
+    MATMUL's N (equal batch shapes; a batch of 1 is broadcast by TILE), MATMUL with both zero
+    points, RESCALE (DOUBLE_ROUND)."""
+    b = lw.b
+    lhs, rhs = lw.activation(0), lw.activation(1)
+    out, out_dtype = lw.out_type()
+    if not lhs.dtype == rhs.dtype == out_dtype == "int8":
+        raise lw.unsupported("BATCH_MATMUL is supported for int8 operands and output only")
+    opts = op.options or {}
+    names = []
+    for v, adjoint in ((lhs, opts.get("adjoint_lhs", False)), (rhs, opts.get("adjoint_rhs", False))):
+        shape = b.shape(v.name)
+        if len(shape) < 2:
+            raise lw.invalid(f"operand of rank {len(shape)} (at least 2)")
+        name = v.name
+        if adjoint:
+            perms = list(range(len(shape) - 2)) + [len(shape) - 1, len(shape) - 2]
+            shape = tuple(shape[p] for p in perms)
+            name = b.emit("TRANSPOSE", [name], shape, v.dtype, f"{out.name}_adj", perms=perms)
+        names.append((name, tuple(shape)))
+    (a, ashape), (c, cshape) = names
+    m, k = ashape[-2:]
+    k2, n = cshape[-2:]
+    if k != k2:
+        raise lw.invalid(f"inner dimensions {k} and {k2} differ")
+    batch = tuple(int(d) for d in np.broadcast_shapes(ashape[:-2], cshape[:-2]))
+    if tuple(out.shape) != batch + (m, n):
+        raise lw.invalid(f"output shape {list(out.shape)} is not {list(batch + (m, n))}")
+    count = math.prod(batch)
+    flat = []
+    for name, shape, rows, cols in ((a, ashape, m, k), (c, cshape, k, n)):
+        own = math.prod(shape[:-2])
+        name = b.reshape(name, (own, rows, cols))
+        if own != count:
+            if own != 1:
+                raise lw.unsupported(f"batch shapes {list(ashape[:-2])} and {list(cshape[:-2])} broadcast "
+                                     f"other than from 1")
+            name = b.emit("TILE", [name, b.shape_const([count, 1, 1])], (count, rows, cols), "int8", "tile")
+        flat.append(name)
+    accum = b.emit("MATMUL", [flat[0], flat[1], b.scalar(lhs.zp, "int8"), b.scalar(rhs.zp, "int8")],
+                   (count, m, n), "int32", f"{out.name}_acc")
+    mults, shifts = _multipliers(lw, lhs.scale, np.asarray([rhs.scale]), out.quant.s, 1, True)
+    y = lw.requantize(accum, out_dtype, mults, shifts, 0, out.quant.zp)
+    lw.define(0, y)
+
+
 def _rescale_int48(lw: Lowerer, accum: str, out_dtype: str, mults, shifts, out_zp: int,
                    per_channel: bool) -> str:
     """TFLite's MultiplyByQuantizedMultiplier(int64 x, M, s): a 16-bit multiplier
@@ -362,4 +467,6 @@ HANDLERS = {
     "FULLY_CONNECTED": fully_connected,
     "MAX_POOL_2D": max_pool_2d,
     "AVERAGE_POOL_2D": average_pool_2d,
+    "TRANSPOSE_CONV": transpose_conv,
+    "BATCH_MATMUL": batch_matmul,
 }

@@ -38,7 +38,7 @@ BUILTIN_OPERATORS = {
     47: "EXP", 49: "SPLIT", 53: "CAST", 55: "MAXIMUM", 57: "MINIMUM", 60: "PADV2",
     65: "SLICE", 67: "TRANSPOSE_CONV", 70: "EXPAND_DIMS", 74: "SUM", 82: "REDUCE_MAX",
     83: "PACK", 97: "RESIZE_NEAREST_NEIGHBOR", 98: "LEAKY_RELU", 114: "QUANTIZE",
-    117: "HARD_SWISH", 152: "RELU_0_TO_1",
+    117: "HARD_SWISH", 126: "BATCH_MATMUL", 152: "RELU_0_TO_1",
 }
 
 # ActivationFunctionType.
@@ -89,6 +89,9 @@ _TABLES = {
     "TransposeOptions": "",
     "DequantizeOptions": "",
     "QuantizeOptions": "",
+    "TransposeConvOptions": "padding:byte stride_w:int stride_h:int fused_activation_function:byte "
+                            "quantized_bias_type:byte",
+    "BatchMatMulOptions": "adjoint_lhs:bool adjoint_rhs:bool asymmetric_quantize_inputs:bool",
 }
 
 # BuiltinOptions union: type value -> options table (only the ones read).
@@ -97,7 +100,8 @@ BUILTIN_OPTIONS = {
     8: "FullyConnectedOptions", 9: "SoftmaxOptions", 10: "ConcatenationOptions",
     11: "AddOptions", 17: "ReshapeOptions", 21: "MulOptions", 22: "PadOptions",
     26: "TransposeOptions", 27: "ReducerOptions", 28: "SubOptions", 30: "SqueezeOptions",
-    38: "DequantizeOptions", 43: "PadV2Options", 89: "QuantizeOptions",
+    38: "DequantizeOptions", 43: "PadV2Options", 49: "TransposeConvOptions", 89: "QuantizeOptions",
+    101: "BatchMatMulOptions",
 }
 
 # Scalar field types: struct format and size.

@@ -29,7 +29,7 @@ from compiler.frontends.nnef.container import GRAPH_FILE, TAR_SUFFIXES, open_con
 from compiler.frontends.nnef.convert import Converter
 from compiler.frontends.nnef.ops import HANDLERS
 from compiler.frontends.nnef.parse import parse_model
-from compiler.frontends.nnef.quant import activation_qparams, weight_qparams
+from compiler.frontends.nnef.quant import activation_qparams, affine_form, weight_qparams
 from tosa_ir import Graph
 
 __all__ = ["load_nnef", "load_nnef_model", "looks_like_nnef", "NnefModel"]
@@ -108,7 +108,8 @@ def load_nnef_model(path: str | os.PathLike, quantize: bool = True,
     if quantize and quantized:
         from compiler.graph.quantize import quantize_graph
 
-        given = _given_params(parsed, conv, float_graph)
+        given, notes = _given_params(parsed, conv, float_graph)
+        model.notes += notes
         qm = quantize_graph(float_graph, given=given, rounding_mode=rounding_mode)
         model.quantized = qm
         model.graph = qm.graph
@@ -116,11 +117,16 @@ def load_nnef_model(path: str | os.PathLike, quantize: bool = True,
     return model
 
 
-def _given_params(parsed, conv: Converter, graph: Graph) -> dict:
-    """graph.quant entries as quantizer parameters keyed by TOSA tensor name."""
+def _given_params(parsed, conv: Converter, graph: Graph) -> tuple[dict, list[str]]:
+    """graph.quant entries as quantizer parameters keyed by TOSA tensor name, and notes.
+
+    An activation entry wider than 8 bits (nnef-tools writes the int32 intermediate of a
+    TFLite average pool or sum as a 32-bit quantization) is not an int8 activation of the
+    NPU: it is left to the quantizer, whose lowering of that operator gives its int8 result
+    the parameters it needs (an average pool keeps its input's), and noted."""
     tensors = parsed.graph.tensors
     quant_file = parsed.container.quant_name or "graph.quant"
-    given = {}
+    given, notes = {}, []
     block = graph.main
     consumers = block.consumers()
     for tosa_name, (var, role) in conv.param_of.items():
@@ -141,5 +147,10 @@ def _given_params(parsed, conv: Converter, graph: Graph) -> dict:
         tosa_name = conv.result_of[nnef_name]
         if tosa_name not in block.tensors or block.tensors[tosa_name].is_const:
             continue
-        given[tosa_name] = activation_qparams(entry, f"{quant_file}: '{nnef_name}'")
-    return given
+        where = f"{quant_file}: '{nnef_name}'"
+        if affine_form(entry, where)[2] > 8:
+            notes.append(f"{where}: {affine_form(entry, where)[2]}-bit quantization not used "
+                         f"(int8 parameters from the quantizer's lowering)")
+            continue
+        given[tosa_name] = activation_qparams(entry, where)
+    return given, notes

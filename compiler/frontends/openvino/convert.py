@@ -6,8 +6,12 @@ permutation ``perm`` with ``tosa_tensor == ov_tensor.transpose(perm)``, or a con
 (numpy, OpenVINO order).  Spatial operators produce NHWC values; OpenVINO ``Transpose``
 only changes the bookkeeping; a physical TRANSPOSE (or a RESHAPE when only size-1 axes
 move) is emitted only where an operator needs another order (reshapes, matmuls, graph
-outputs).  With ``layout="nhwc"`` (the default) rank-4 graph inputs and outputs are NHWC,
-so a CNN needs no transpose at all; ``layout="nchw"`` keeps OpenVINO's order.
+outputs).  Graph inputs and outputs keep the order the IR declares (``layout="ir"``, the
+default; ``"nchw"`` is the same): an NCHW model's inputs get a TRANSPOSE to NHWC, which the
+compiler turns into the host's layout of the input (free), and a TensorFlow-style NHWC model's
+converter-inserted ``Transpose(0, 3, 1, 2)`` cancels in the bookkeeping.  Nothing is guessed
+from the graph.  ``layout="nhwc"`` is the caller saying that every rank-4 input and output is
+NCHW and wants NHWC at the boundary.
 
 Constants are folded: a layer whose inputs are all constant is evaluated with numpy (shape
 sub-graphs such as ``ShapeOf -> Gather -> Concat -> Reshape``, ``Convert`` of compressed
@@ -39,7 +43,6 @@ from compiler.graph.quantize.qparams import QParams
 from tosa_ir import Graph
 from tosa_ir.errors import InvalidInput, NpuError, Unsupported
 
-NCHW_OF_NHWC = [0, 3, 1, 2]
 # Layers that may take a value held as integer codes (Val.codes).
 CODES_PASS = frozenset({"Transpose", "Reshape", "Squeeze", "Unsqueeze", "Convert",
                         "FakeQuantize", "Result"})
@@ -81,9 +84,9 @@ class Converter(LayoutBuilder):
     ``vals`` maps (layer id, output port index) to the port's :class:`Val`.
     """
 
-    def __init__(self, ir: IrModel, weights: WeightsFile | None, layout: str = "nhwc"):
-        if layout not in ("nhwc", "nchw"):
-            raise ValueError(f"layout must be 'nhwc' or 'nchw', not {layout!r}")
+    def __init__(self, ir: IrModel, weights: WeightsFile | None, layout: str = "ir"):
+        if layout not in ("ir", "nhwc", "nchw"):
+            raise ValueError(f"layout must be 'ir', 'nhwc' or 'nchw', not {layout!r}")
         super().__init__()
         self.ir = ir
         self.weights = weights
@@ -262,32 +265,11 @@ class Converter(LayoutBuilder):
         return NHWC if rank == 4 and self.layout == "nhwc" else identity(rank)
 
     def input_perm(self, layer: Layer, rank: int) -> tuple[int, ...]:
-        """Layout of a graph input: NHWC for rank-4 NCHW inputs with ``layout="nhwc"``;
-        an input whose every use is a ``Transpose(0, 3, 1, 2)`` (a TensorFlow-style NHWC
-        input) is kept as it is."""
-        perm = self.boundary_perm(rank)
-        if perm == identity(rank):
-            return perm
-        users = [lay for lay in self.ir.layers for i in range(len(lay.inputs))
-                 if self.ir.source_of.get((lay.id, lay.inputs[i].id), (None,))[0] == layer.id]
-        if users and all(u.type == "Transpose" and self._order_is(u, NCHW_OF_NHWC)
-                         for u in users):
-            return identity(rank)
-        return perm
-
-    def _order_is(self, layer: Layer, order) -> bool:
-        try:
-            src, idx = self.ir.producer(layer, 1)
-        except (InvalidInput, IndexError):
-            return False
-        if src.type != "Const":
-            return False
-        from compiler.frontends.openvino.bin import read_const
-
-        try:
-            return [int(v) for v in read_const(src, self.weights).reshape(-1)] == list(order)
-        except NpuError:
-            return False
+        """Layout of a graph input: the IR's own order (``layout="ir"``/``"nchw"``), or NHWC
+        for every rank-4 input when the caller says the model's rank-4 inputs are NCHW
+        (``layout="nhwc"``).  Never guessed from the graph: a converter's Transposes stay in
+        the graph and cancel in the layout bookkeeping (or the compiler folds them)."""
+        return self.boundary_perm(rank)
 
     def output_perm(self, v: Val) -> tuple[int, ...]:
         """Layout of a graph output: as held if that is NHWC or OpenVINO's order (no

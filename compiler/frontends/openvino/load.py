@@ -5,13 +5,14 @@
   checked (:mod:`.openvino_bin`).
 * Layers map to float TOSA 1.0 operators (:mod:`.openvino_convert`, :mod:`.openvino_ops`);
   constant sub-graphs (shape computations, weight decompression) are folded
-  (:mod:`.openvino_fold`).  OpenVINO's NCHW becomes NHWC inside the graph.  With
-  ``layout="nchw"`` graph inputs and outputs keep OpenVINO's order.  With
-  ``layout="nhwc"`` (default) they take the order that needs no TRANSPOSE: rank-4 NCHW
-  inputs become NHWC, except inputs that are already NHWC (TensorFlow-style models feed
-  them to a ``Transpose(0, 3, 1, 2)``), and rank-4 outputs stay as the graph holds them
-  (NHWC, or OpenVINO's order after a final transpose).  ``OpenVinoModel.boundary`` gives
-  each input's and output's permutation (``tosa == openvino.transpose(perm)``).
+  (:mod:`.openvino_fold`).  OpenVINO's NCHW becomes NHWC inside the graph.  Graph inputs
+  and outputs are in the layout the IR declares (``layout="ir"``, default; ``"nchw"`` is
+  the same): models converted from TensorFlow/TFLite keep their NHWC inputs, the
+  converter's Transposes stay in the graph (cancelling in the layout bookkeeping, or folded
+  by the compiler into the host's layout of the input); nothing is guessed.  With
+  ``layout="nhwc"`` the caller says every rank-4 input and output is NCHW and wants it NHWC.
+  ``OpenVinoModel.boundary`` gives each input's and output's permutation
+  (``tosa == openvino.transpose(perm)``).
 * A float model gives a float (fp32) graph; quantize it with
   :func:`compiler.graph.quantize.quantize_graph` and a calibration set.
 * A FakeQuantize model (OpenVINO's converters, NNCF: ``levels=256`` FakeQuantize on
@@ -79,7 +80,7 @@ class OpenVinoModel:
     calibrated
         Tensors whose parameters came from calibration (no FakeQuantize covered them).
     layout
-        "nhwc" or "nchw" (see the module docstring).
+        "ir" (as the IR declares), "nchw" (the same) or "nhwc" (module docstring).
     boundary
         Graph input/output name -> permutation with ``tosa == openvino.transpose(perm)``.
     code_inputs
@@ -96,7 +97,7 @@ class OpenVinoModel:
     given: dict[str, QParams] = field(default_factory=dict)
     quantized_by: dict[str, str] = field(default_factory=dict)
     calibrated: list[str] = field(default_factory=list)
-    layout: str = "nhwc"
+    layout: str = "ir"
     boundary: dict[str, tuple[int, ...]] = field(default_factory=dict)
     code_inputs: dict[str, str] = field(default_factory=dict)
     output_names: dict[str, tuple[str, str]] = field(default_factory=dict)
@@ -107,7 +108,7 @@ def load_openvino(path: str | os.PathLike) -> Graph:
     """Load an OpenVINO IR (``.xml``, its ``.bin`` beside it) as a TOSA graph.
 
     Float models give a float graph, FakeQuantize models the int8 graph.  Inputs and
-    outputs take the layout that needs no transpose (``layout="nhwc"``, module docstring).
+    outputs are in the layout the IR declares (module docstring).
 
     Raises
     ------
@@ -125,7 +126,7 @@ def _ir_paths(path: Path) -> tuple[Path, Path]:
     return path, path.with_suffix(".bin")
 
 
-def load_openvino_model(path: str | os.PathLike, *, layout: str = "nhwc",
+def load_openvino_model(path: str | os.PathLike, *, layout: str = "ir",
                         quantize: bool = True, calibration=None,
                         rounding_mode: str = "SINGLE_ROUND",
                         stop_at_logits: bool = True) -> OpenVinoModel:
@@ -134,7 +135,8 @@ def load_openvino_model(path: str | os.PathLike, *, layout: str = "nhwc",
     Parameters
     ----------
     layout
-        "nhwc" (default) or "nchw": order of graph inputs and outputs (module docstring).
+        "ir" (default: as the IR declares; "nchw" is the same) or "nhwc": order of graph
+        inputs and outputs (module docstring).
     quantize
         For FakeQuantize models, build the int8 graph (else only the float graph).
     calibration

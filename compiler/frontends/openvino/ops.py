@@ -202,6 +202,49 @@ def _group_convolution(c: Converter, layer: Layer, ins):
     return [_conv_common(c, layer, x, flat, g, wflat)]
 
 
+@handles("ConvolutionBackpropData")
+def _convolution_backprop_data(c: Converter, layer: Layer, ins):
+    """TRANSPOSE_CONV2D.  OpenVINO: ``out[o*s - pb + k] += x[o] * w[ci, co, k]`` (weights
+    [C_in, C_out, KH, KW], not flipped), output size ``(H - 1) * s + KH - pb - pe +
+    output_padding``; TOSA: ``out[i*s + out_pad_top + k] += x[i] * w[co, k, ci]``, so the
+    weights become [C_out, KH, KW, C_in] and the pads ``out_pad = -pads`` (the end one plus
+    output_padding)."""
+    if len(ins) > 2:
+        raise c.unsupported("the output_shape input (only pads_begin/pads_end/output_padding)")
+    x, w, weights = _conv_operands(c, layer, ins, 4)
+    n, ch, h, wd = x.shape
+    cin, oc, kh, kw = weights.shape
+    if cin != ch:
+        raise c.invalid(f"weights {list(weights.shape)} do not fit {ch} input channels")
+    strides = _spatial(c, layer, "strides", [1, 1])
+    dil = _spatial(c, layer, "dilations", [1, 1])
+    if dil != [1, 1]:
+        raise c.unsupported(f"dilations {dil} (TOSA TRANSPOSE_CONV2D has none)")
+    if any(s <= 0 for s in strides):
+        raise c.invalid(f"strides {strides} must be positive")
+    auto = attr_str(layer, "auto_pad", "explicit").lower()
+    if auto not in ("explicit", "notset", "", "valid"):
+        raise c.unsupported(f"auto_pad '{auto}' on {layer.type}")
+    pb = [0, 0] if auto == "valid" else _spatial(c, layer, "pads_begin", [0, 0])
+    pe = [0, 0] if auto == "valid" else _spatial(c, layer, "pads_end", [0, 0])
+    extra = _spatial(c, layer, "output_padding", [0, 0])
+    out_pad = [-pb[0], -pe[0] + extra[0], -pb[1], -pe[1] + extra[1]]
+    if min(out_pad[:2]) <= -kh or min(out_pad[2:]) <= -kw:
+        raise c.unsupported(f"padding {pb}/{pe} exceeds the {kh}x{kw} kernel")
+    out_h = (h - 1) * strides[0] + kh + out_pad[0] + out_pad[1]
+    out_w = (wd - 1) * strides[1] + kw + out_pad[2] + out_pad[3]
+    if out_h <= 0 or out_w <= 0:
+        raise c.invalid(f"output size {out_h}x{out_w} is empty")
+    out_shape = c.check_shape((n, oc, out_h, out_w))
+    wname = c.const(np.ascontiguousarray(weights.transpose(1, 2, 3, 0)), "fp32", c.base("_weight"))
+    if w.quant is not None:
+        _weight_given(c, wname, _transposed(w, (1, 0, 2, 3)), oc)
+    bname = c.const(np.zeros(oc, np.float32), "fp32", c.base("_bias"))
+    zp = c.zero_point()
+    attrs = {"out_pad": out_pad, "stride": list(strides), "local_bound": False, "acc_type": "FP32"}
+    return [c.result("TRANSPOSE_CONV2D", [c.physical(x, NHWC), wname, bname, zp, zp], out_shape, NHWC, attrs)]
+
+
 # ---------------------------------------------------------------------------------------
 # Matrix products
 # ---------------------------------------------------------------------------------------

@@ -16,6 +16,11 @@ Lowerings (TOSA 1.0 forms: zero points, multipliers and shifts are constant inpu
 * ADD/SUB: both operands rescaled to int32 in a common scale with 20 bits of headroom (as
   TFLite does), int32 ADD/SUB, RESCALE to the output parameters.
 * CONCAT: inputs whose parameters differ from the output's are rescaled first.
+* MUL: both operands to int32 without their zero points (RESCALE by 1), int32 MUL (shift
+  0: |product| <= 255 * 255), RESCALE by ``a_scale * b_scale / out_scale``.
+* TANH, SIGMOID: an int8 TABLE of the function at every input code, rounded half away from
+  zero to the output parameters (what OpenVINO's FakeQuantize around the float function and
+  TFLite's int8 LUT kernels compute).
 """
 from __future__ import annotations
 
@@ -349,6 +354,39 @@ class _Lowering:
                                clamp, op.location)
 
     op_sub = op_add
+
+    def op_mul(self, op):
+        out = op.outputs[0]
+        (a, aq), (b, bq) = self._operand(op.inputs[0]), self._operand(op.inputs[1])
+        clamp = self.fused_clamp(out)
+        final = clamp.outputs[0] if clamp is not None else out
+        oq = self.output_params(final)
+        wide = []
+        for name, q, tag in ((a, aq, "a"), (b, bq, "b")):
+            shape = self.block.tensors[name].shape if name in self.block.tensors else self.shape_of(name)
+            wide.append(self.rescale(name, self.fresh(f"{out}_{tag}32"), shape, 1.0, q.zp, 0, "int8",
+                                     op.location, "int32"))
+        shape = self.shape_of(out)
+        acc = self.emit("MUL", wide + [self.scalar(0, "int8")], self.fresh(f"{out}_acc"), shape, "int32", {},
+                        op.location)
+        self.requantize_output(acc, out, final, shape, aq.scalar_scale * bq.scalar_scale / oq.scalar_scale,
+                               oq, clamp, op.location)
+
+    def _table(self, op, func) -> None:
+        x, out = op.inputs[0], op.outputs[0]
+        xq, oq = self.qp(x), self.output_params(out)
+        codes = np.arange(INT8_MIN, INT8_MAX + 1, dtype=np.float64)
+        y = func((codes - xq.zp) * xq.scalar_scale)
+        table = np.clip(round_half_away(y / oq.scalar_scale) + oq.zp, INT8_MIN, INT8_MAX)
+        tab = self.const(table.astype(np.int8), "int8", f"{out}_table", (256,))
+        self.q[out] = oq
+        self.emit("TABLE", [x, tab], out, self.shape_of(out), "int8", {}, op.location)
+
+    def op_tanh(self, op):
+        self._table(op, np.tanh)
+
+    def op_sigmoid(self, op):
+        self._table(op, lambda v: 1.0 / (1.0 + np.exp(-v)))
 
     def op_concat(self, op):
         out = op.outputs[0]

@@ -20,6 +20,9 @@ CONVS = ("CONV2D", "DEPTHWISE_CONV2D", "TRANSPOSE_CONV2D")
 # Operators with an integer lowering in compiler.graph.quantize.lower.
 LOWERABLE = frozenset(CONVS + ("MATMUL", "MAX_POOL2D", "AVG_POOL2D", "CLAMP", "ADD", "SUB",
                                "RESHAPE", "TRANSPOSE", "CONCAT", "PAD", "SLICE", "IDENTITY"))
+# Lowered too (compiler/graph/quantize/lower.py: int8 TABLE, int32 MUL + RESCALE), but a tail of
+# them after the logits is still cut when it can be (stop_at_logits).
+LOWERABLE_EXTRA = frozenset({"MUL", "TANH", "SIGMOID"})
 # What may follow the logits and be cut: softmax and sigmoid/tanh outputs, with layout ops.
 TAIL_OPS = frozenset({"REDUCE_MAX", "REDUCE_SUM", "SUB", "ADD", "EXP", "RECIPROCAL", "MUL",
                       "SIGMOID", "TANH", "RESHAPE", "TRANSPOSE", "IDENTITY"})
@@ -143,17 +146,25 @@ def cut_float_tail(graph: Graph) -> list[Operator]:
         layers), or a tail that does not reduce to graph tensors.
     """
     block = graph.main
-    tainted: set[str] = set()
-    removed: list[Operator] = []
-    for op in block.operators:
-        if op.op not in LOWERABLE or any(n in tainted for n in op.inputs):
-            removed.append(op)
-            tainted.update(op.outputs)
+
+    def float_only(lowerable) -> tuple[set[str], list[Operator]]:
+        tainted: set[str] = set()
+        removed: list[Operator] = []
+        for op in block.operators:
+            if op.op not in lowerable or any(n in tainted for n in op.inputs):
+                removed.append(op)
+                tainted.update(op.outputs)
+        return tainted, removed
+
+    tainted, removed = float_only(LOWERABLE)
+    if any(op.op not in TAIL_OPS for op in removed):
+        # MUL, TANH, SIGMOID inside the network (not only a tail): lowered, not cut.
+        tainted, removed = float_only(LOWERABLE | LOWERABLE_EXTRA)
     if not removed:
         return []
     bad = [op for op in removed if op.op not in TAIL_OPS]
     if bad:
-        first = next((op for op in removed if op.op not in LOWERABLE), bad[0])
+        first = next((op for op in removed if op.op not in LOWERABLE | LOWERABLE_EXTRA), bad[0])
         raise Unsupported(f"quantizer: {first.op} ({first.location or first.outputs[0]}) has "
                           f"no integer lowering in the NPU's operator set, and it is not "
                           f"only an output activation that could be left out")

@@ -45,6 +45,8 @@ from compiler.kinds.mxu_conv.resize_wide import bilinear_int16
 
 DECOMPOSED_OPS = ("ARGMAX", "GATHER", "SCATTER", "MATMUL", "RESIZE")
 LOWEST = {"int8": -128, "int16": -32768, "int32": -(1 << 31)}
+# GATHER/SCATTER also move bool (int8 0/1 in the rows layout: MAX picks like LOGICAL_OR).
+INDEXED_LOWEST = {**LOWEST, "bool": 0}
 
 
 class _Builder:
@@ -95,6 +97,13 @@ class _Builder:
         """``x`` as ``shape``: a view when the rows bytes coincide, else an element copy."""
         before, after = self.shape(x) or (1,), tuple(shape) or (1,)
         lanes = self.walk.lanes
+        if self.walk.flow.root_of(x).layout == "brick" and shape4(before) != shape4(after):
+            # A brick view regrouped into other pixels (a batch of 6 from [2, 3, ...]) keeps
+            # its root's strides if aliased: copy it to rows first (whole bricks).
+            rows = self.tmp(before, dtype)
+            self.layer(brick_rows_layer(f"{self.base}.l{self.count}", x, rows, self.walk.flow.view(x), True,
+                                        [], ""))
+            x = rows
         target = name or f"{self.base}.t{self.count}"
         self.count += 1
         if before[-1] == after[-1] or (before[-1] % lanes == 0 and after[-1] % lanes == 0):
@@ -166,7 +175,7 @@ def decompose(walk, op: Operator) -> None:
 def _index_shapes(op: Operator, block) -> tuple:
     """GATHER / SCATTER's checked operands: (values tensor, N, K, C, W)."""
     vt, it = block.tensor(op.inputs[0]), block.tensor(op.inputs[1])
-    if vt.dtype not in LOWEST or it.dtype != "int32":
+    if vt.dtype not in INDEXED_LOWEST or it.dtype != "int32":
         raise unsupported(op, f"{op.op} of {vt.dtype} by {it.dtype}")
     n, k, c = vt.shape
     return vt, n, k, c, it.shape[1]
@@ -184,7 +193,7 @@ def _select_at_index(b: _Builder, indices: str, data: str, data_shape: tuple, dt
     iota = b.const(np.arange(k).reshape(1, 1, k, 1), "int32")
     eq = b.valu(ValuOp.EQUAL, VecType.INT32, [idx4, iota], [VecType.INT32] * 2, (n, w, k, 1), "bool", VecType.INT8)
     data4 = b.reshape(data, data_shape, dtype)
-    low = b.const(np.full((1, 1, 1, 1), LOWEST[dtype]), dtype)
+    low = b.const(np.full((1, 1, 1, 1), INDEXED_LOWEST[dtype]), dtype)
     sel = b.valu(ValuOp.SELECT, t, [eq, data4, low], [VecType.INT8, t, t], shape, dtype, t)
     return eq, sel
 

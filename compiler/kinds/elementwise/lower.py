@@ -208,6 +208,10 @@ def lower_elementwise(layer: EltLayer, flow, ext: ExtPlan, config: NpuConfig, in
         moving = [k for k, ax in enumerate(axes) if ax.strides[o]]
         if name in full or len(moving) > 1 or (moving and axes[moving[0]].strides[o] != arrays[o].vbytes):
             continue
+        if types[name] == VecType.INT48:
+            # int48 is int64 in memory but 6-byte lanes in an ASRAM vector: it reaches
+            # VRESCALE only through the per-tile split into ACC row pairs below.
+            continue
         count = axes[moving[0]].count if moving else 1
         rows = count * _rows_of(types[name], "ASRAM")
         if res_end + rows > asram // 4:

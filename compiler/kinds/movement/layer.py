@@ -140,6 +140,10 @@ def move_layer(op: Operator, block: Block, name: str, lanes: int) -> MoveLayer:
         at = 0
         for k, t in enumerate(inputs):
             s = _shape(block, t)
+            if len(s) != rank:
+                # ERROR_IF(rank(input) != rank(output)): reported as illegal even when the
+                # graph is too large for the validation pass's dry run.
+                raise invalid(op, f"input {k} has rank {len(s)}, the output rank {rank}")
             st = row_strides(s, size, lanes)
             parts.append(Part(k, 0, at * so[axis], [(s[j], st[j], so[j]) for j in range(rank)]))
             at += s[axis]
