@@ -3,6 +3,7 @@
 #   make test                  the whole test suite (what CI runs)
 #   make sim MODEL=alexnet     run a model end to end on the RTL, bit-exact against the reference
 #   make bench                 benchmarks (speed and cycle figures)
+#   make synth CONFIG=small TARGET=ecp5   synthesis report per unit (YoWASP Yosys; build/synth/)
 #   make docs                  regenerate generated documentation and headers
 
 VENV    ?= .venv
@@ -10,7 +11,10 @@ PYTHON  ?= $(VENV)/bin/python
 MODEL   ?= slice
 BACKEND ?= rtl
 
-.PHONY: setup test test-fast sim bench docs clean
+.PHONY: setup test test-fast sim bench synth docs clean
+
+CONFIG  ?= small
+TARGET  ?= ecp5
 
 setup:
 	python3 -m venv $(VENV)
@@ -28,6 +32,9 @@ sim:
 
 bench:
 	$(PYTHON) -m bench
+
+synth:
+	$(PYTHON) -m hw.synth --config $(CONFIG) --target $(TARGET)
 
 docs:
 	$(PYTHON) -m isa.generate
