@@ -185,8 +185,14 @@ def full(il: Path, target: str, result: CheckResult, timeout: float = 3600, prog
     for mem in result.ff_memories:
         module, _, cell = mem.name.rpartition(".")
         lines.append(f"chtype -set {FALLBACK_CELL} {module}/{cell}")
-    lines += [f"{t['synth']} -top top -noflatten {t['opts']} -run map_ffram:check",
-              "tee -q -o stat.json stat -json",
-              "write_json netlist.json"]
+    if result.ff_memories:
+        # the opaque cells are no module: stop before the script's final hierarchy check
+        lines += [f"{t['synth']} -top top -noflatten {t['opts']} -run map_ffram:check",
+                  "tee -q -o stat.json stat -json"]
+    else:
+        # the netlist for place and route (the check label blackboxes the simulation models)
+        lines += [f"{t['synth']} -top top -noflatten {t['opts']} -run map_ffram:edif",
+                  "tee -q -o stat.json stat -json",
+                  "write_json netlist.json"]
     run_yosys("\n".join(lines) + "\n", out_dir, "full", timeout, progress)
     return json.loads((out_dir / "stat.json").read_text())
