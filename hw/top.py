@@ -77,7 +77,6 @@ class Npu(wiring.Component):
         wiring.connect(m, seq.cond_asram, asram.read_port())       # BRANCH conditions
         wiring.connect(m, seq.cond_acc, acc.read_port())
         wiring.connect(m, dma.asram_w, asram.write_port())
-        wiring.connect(m, vpu.asram_w, asram.write_port())
         wiring.connect(m, dma.asram_r, asram.read_port())
         wiring.connect(m, mxu.asram_r, asram.read_port())
         wiring.connect(m, dma.wsram_w, wsram.write_port())

@@ -33,7 +33,7 @@ def test_every_memory_is_reported(mapping):
     assert all(m.bits > 0 for m in mapping.memories)
 
 
-@pytest.mark.xfail(strict=True, reason="ASRAM (3W/7R) and ACC (3W/6R) are not banked yet: docs/hardware.md")
+@pytest.mark.xfail(strict=True, reason="ASRAM and ACC (two writers each) are not banked yet: docs/hardware.md")
 def test_memories_in_block_ram(mapping):
     in_ffs = [f"{m.name} ({m.write_ports}W/{m.read_ports}R)" for m in mapping.ff_memories]
     assert not in_ffs, f"memories over 1 Kbit built from flip-flops: {in_ffs}"
