@@ -4,6 +4,7 @@
 #   make sim MODEL=alexnet     run a model end to end on the RTL, bit-exact against the reference
 #                              (also resnet50, mobilenetv2: built on first use by tools/make_*.py)
 #   make bench                 benchmarks (speed and cycle figures)
+#   make synth CONFIG=small TARGET=ecp5   synthesis report per unit (YoWASP Yosys; build/synth/)
 #   make docs                  regenerate generated documentation and headers
 #   make fuzz                  fuzz campaigns over every input kind (FUZZ_COUNT inputs each);
 #                              findings are added to fuzz/corpus/, which `make test` replays
@@ -15,7 +16,10 @@ BACKEND ?= rtl
 FUZZ_COUNT ?= 10000
 FUZZ_SEED ?= 1
 
-.PHONY: setup test test-fast sim bench docs fuzz clean
+.PHONY: setup test test-fast sim bench synth docs fuzz clean
+
+CONFIG  ?= small
+TARGET  ?= ecp5
 
 setup:
 	python3 -m venv $(VENV)
@@ -36,6 +40,9 @@ bench:
 
 fuzz:
 	$(PYTHON) -m fuzz --count $(FUZZ_COUNT) --seed $(FUZZ_SEED)
+
+synth:
+	$(PYTHON) -m hw.synth --config $(CONFIG) --target $(TARGET)
 
 docs:
 	$(PYTHON) -m isa.generate

@@ -20,13 +20,15 @@ slot one cycle later.  INT4 weights: the front end reads each packed WSRAM row t
 same in every mode.  Every mode bit travels with its data through the pipeline, so
 back-to-back MATMULs of different modes stream without a bubble.
 
-Weights are loaded as a wavefront: the front end reads weight row k from WSRAM in the same
-cycle it reads input row k, and row k of the array switches to the new tile exactly when
-the new tile's first vector reaches it.  Consecutive MATMULs therefore stream back to back
+Weights are loaded as a wavefront: the front end reads weight row k from WSRAM one cycle
+before it reads input row k, and row k of the array switches to the new tile exactly when
+the new tile's first vector reaches its multiplier (row k >= 1 multiplies a cycle before its
+adder; row 0's weights wait a cycle in a staging row).  Consecutive MATMULs therefore stream back to back
 with no bubble and no second weight buffer.
 
 Front end, command taken in cycle c, ``N = n0*n1``, ``R = ROWS``: starts at s = c+1; reads
-weight rows at s .. s+R-1 and input rows at s .. s+P*N-1; it accepts the next command in
+weight rows at c .. c+R-1 (one cycle ahead of the inputs: rows k >= 1 of the array register
+their products, see "the array" below) and input rows at s .. s+P*N-1; it accepts the next command in
 its last cycle s + max(P*N, R) - 1 (``ready``).  Pipeline per row read at t: skewed inputs
 reach row k at t+2+k; the sum leaves row R-1 at t+R+2, when the ACC row (read at t+R+1
 through a port transparent to the write port, so back-to-back updates of one row see each
@@ -100,15 +102,18 @@ class Mxu(wiring.Component):
 
         in_row = fe_active & (fe_count < n_rows)
         vec_end = in_row & (~wide | second)   # last input row of a vector
-        wrow = fe_active & (fe_count < rows)
+        # Weight tile row 0 is read in the command's cycle c, row j+1 in cycle s+j: one cycle
+        # ahead of the inputs, so that rows 1.. can register their products (see "the array").
+        start_w = self.ctl.start & (cmd.n0 * cmd.n1 != 0)
+        wrow = start_w | (fe_active & (fe_count < rows - 1))
         m.d.comb += [
             self.asram_r.addr.eq(a_ptr + second),
-            self.wsram_r.addr.eq(w_ptr),
+            self.wsram_r.addr.eq(Mux(self.ctl.start, cmd.w_addr, w_ptr)),
             self.ctl.ready.eq(~fe_active | (fe_count == fe_last)),
         ]
         with m.If(fe_active):
             m.d.sync += fe_count.eq(fe_count + 1)
-            with m.If(~w4 | fe_count[0]):     # INT4: each packed row serves two tile rows
+            with m.If(~w4 | ~fe_count[0]):    # INT4: each packed row serves two tile rows
                 m.d.sync += w_ptr.eq(w_ptr + 1)
             with m.If(fe_count == fe_last):
                 m.d.sync += fe_active.eq(0)
@@ -126,13 +131,14 @@ class Mxu(wiring.Component):
                 fe_active.eq(n != 0), fe_count.eq(0), n_rows.eq(pn),
                 fe_last.eq(Mux(pn > rows, pn, rows) - 1),
                 n0.eq(cmd.n0), i0.eq(0), a_stride0.eq(cmd.a_stride0), a_stride1.eq(cmd.a_stride1),
-                a_ptr.eq(cmd.a_addr), a_line.eq(cmd.a_addr), w_ptr.eq(cmd.w_addr),
+                a_ptr.eq(cmd.a_addr), a_line.eq(cmd.a_addr), w_ptr.eq(cmd.w_addr + Mux(cmd.w_type, 0, 1)),
                 acc_ptr.eq(cmd.acc_addr), accumulate.eq(cmd.accumulate),
                 a_zp.eq(cmd.a_zp), w_zp.eq(cmd.w_zp), wide.eq(cmd.a_type), w4.eq(cmd.w_type),
                 second.eq(0),
             ]
 
-        # -- weights: row k of the tile is written one cycle after its WSRAM read ---------
+        # -- weights: row k >= 1 of the tile is written one cycle after its WSRAM read, row 0
+        # two cycles after (it was read a cycle earlier than row 1 but is used as before) ----
         a_zp_d = Signal.like(a_zp)
         w_zp_d = Signal.like(w_zp)
         wide_d = Signal()
@@ -140,15 +146,24 @@ class Mxu(wiring.Component):
         w4_d = Signal()
         wload = Signal()
         wload_row = Signal(range(rows))
-        m.d.sync += [a_zp_d.eq(a_zp), w_zp_d.eq(w_zp), wide_d.eq(wide), second_d.eq(in_row & second),
-                     w4_d.eq(w4), wload.eq(wrow), wload_row.eq(fe_count)]
+        m.d.sync += [a_zp_d.eq(a_zp), wide_d.eq(wide), second_d.eq(in_row & second), wload.eq(wrow),
+                     # the row-0 read happens in the command's cycle: take its fields directly
+                     w_zp_d.eq(Mux(self.ctl.start, cmd.w_zp, w_zp)), w4_d.eq(Mux(self.ctl.start, cmd.w_type, w4)),
+                     wload_row.eq(Mux(self.ctl.start, 0, fe_count + 1))]
         weights = [[Signal(signed(9), name=f"w_{k}_{n}") for n in range(cols)] for k in range(rows)]
+        w0_next = [Signal(signed(9), name=f"w0_next_{n}") for n in range(cols)]
+        w0_load = Signal()
         wdata = self.wsram_r.data
         # INT4: tile row k is nibbles k*COLS .. of the tile, i.e. half (k & 1) of its packed row.
         nibble = [Mux(wload_row[0], wdata.word_select(cols + n, 4), wdata.word_select(n, 4)).as_signed()
                   for n in range(cols)]
         new_row = [Mux(w4_d, nibble[n], wdata.word_select(n, 8).as_signed()) - w_zp_d for n in range(cols)]
-        for k in range(rows):
+        m.d.sync += w0_load.eq(wload & (wload_row == 0))
+        with m.If(w0_load):
+            m.d.sync += [weights[0][n].eq(w0_next[n]) for n in range(cols)]
+        with m.If(wload & (wload_row == 0)):
+            m.d.sync += [w0_next[n].eq(new_row[n]) for n in range(cols)]
+        for k in range(1, rows):
             with m.If(wload & (wload_row == k)):
                 m.d.sync += [weights[k][n].eq(new_row[n]) for n in range(cols)]
 
@@ -157,26 +172,39 @@ class Mxu(wiring.Component):
         adata = self.asram_r.data
         lanes = [Mux(wide_d, adata.word_select(k % half, 16).as_signed(), adata.word_select(k, 8).as_signed())
                  - a_zp_d for k in range(rows)]
+        # Row 0 multiplies stage 0 (lane 0 delayed one cycle); row k >= 1 multiplies the value
+        # its lane's last stage would take next cycle (stage k-1), and registers the product.
         a_row = []
         for k in range(rows):
-            stages = [Signal(signed(17), name=f"a_{k}_{j}") for j in range(k + 1)]
+            stages = [Signal(signed(17), name=f"a_{k}_{j}") for j in range(k)] if k else [Signal(signed(17), name="a_0_0")]
             m.d.sync += stages[0].eq(lanes[k])
+            nxt = stages[0]
             for j in range(1, k + 1):
                 if j == 1 and k >= half:
                     # the second row arrives a cycle late: it skips stage 0
-                    m.d.sync += stages[1].eq(Mux(second_d, lanes[k], stages[0]))
+                    nxt = Mux(second_d, lanes[k], stages[0])
                 else:
-                    m.d.sync += stages[j].eq(stages[j - 1])
-            a_row.append(stages[-1])
+                    nxt = stages[j - 1]
+                if j < k:
+                    m.d.sync += stages[j].eq(nxt)
+            a_row.append(nxt)
 
         # -- the array: partial sums move down one row per cycle -------------------------
+        # Each PE is one DSP multiply with registered inputs (the lane stage and the weight)
+        # and a registered output: row 0's product register is its partial sum; row k >= 1
+        # registers its product a cycle early (inputs and weights a cycle early) and adds it
+        # to the partial sum arriving from row k-1, so the column sums leave when they did.
         psum_prev = [None] * cols
         for k in range(rows):
             width = min(WIDE_BITS, PRODUCT_BITS + ceil_log2(k + 1))
             row = [Signal(signed(width), name=f"psum_{k}_{n}") for n in range(cols)]
             for n in range(cols):
                 product = a_row[k] * weights[k][n]
-                m.d.sync += row[n].eq(product if psum_prev[n] is None else psum_prev[n] + product)
+                if psum_prev[n] is None:
+                    m.d.sync += row[n].eq(product)
+                else:
+                    prod = Signal(signed(PRODUCT_BITS), name=f"prod_{k}_{n}")
+                    m.d.sync += [prod.eq(product), row[n].eq(psum_prev[n] + prod)]
             psum_prev = row
         result = psum_prev
 

@@ -7,11 +7,11 @@ memory    row                  ports
 ========  ===================  ======================================================
 IMEM      one instruction      sequencer write (instruction fetch), sequencer read (front end):
                                a circular buffer of the program (hw/sequencer.py)
-ASRAM     array_rows int8      DMA write, VPU write, DMA read (store), MXU read, VPU reads (3),
-                               TABLE read and write, sequencer read (BRANCH condition)
+ASRAM     array_rows int8      DMA write, vector write (VPU or TABLE), DMA read (store), MXU read,
+                               VPU reads (3), TABLE read, sequencer read (BRANCH condition)
 WSRAM     array_cols int8      DMA write, MXU read
-ACC       array_cols int32     MXU write, VPU write, MXU read (transparent), VPU reads (3),
-                               TABLE read and write, sequencer read (BRANCH condition)
+ACC       array_cols int32     MXU write, vector write (VPU or TABLE), MXU read (transparent),
+                               VPU reads (3), TABLE read, sequencer read (BRANCH condition)
 PSRAM     array_cols int32     DMA write (bus-word granularity), VPU reads (3)
 TSRAM     bus word             in hw/table.py: one 2 KiB copy per lane, TABLE write (all
                                copies), TABLE reads (one per copy)
@@ -29,7 +29,7 @@ the cycles in which the DMA is idle), ``irq`` and ``stopped`` (STATUS.DONE | STA
 """
 from __future__ import annotations
 
-from amaranth import Cat, Module, Signal
+from amaranth import Cat, Module, Mux, Signal
 from amaranth.lib import memory, wiring
 from amaranth.lib.wiring import In, Out
 
@@ -78,7 +78,6 @@ class Npu(wiring.Component):
         wiring.connect(m, seq.cond_asram, asram.read_port())       # BRANCH conditions
         wiring.connect(m, seq.cond_acc, acc.read_port())
         wiring.connect(m, dma.asram_w, asram.write_port())
-        wiring.connect(m, vpu.asram_w, asram.write_port())
         wiring.connect(m, dma.asram_r, asram.read_port())
         wiring.connect(m, mxu.asram_r, asram.read_port())
         wiring.connect(m, dma.wsram_w, wsram.write_port())
@@ -86,15 +85,20 @@ class Npu(wiring.Component):
         acc_w = acc.write_port()
         wiring.connect(m, mxu.acc_w, acc_w)
         wiring.connect(m, mxu.acc_r, acc.read_port(transparent_for=(acc_w,)))
-        wiring.connect(m, vpu.acc_w, acc.write_port())
         for memory_, name in ((asram, "asram"), (acc, "acc"), (psram, "psram")):
             for port in vpu.read_ports(name):        # the VPU's operand ports a, b, c
                 wiring.connect(m, port, memory_.read_port())
         wiring.connect(m, dma.psram_w, psram.write_port(granularity=bus_bits))
         wiring.connect(m, table.asram_r, asram.read_port())
         wiring.connect(m, table.acc_r, acc.read_port())
-        wiring.connect(m, table.asram_w, asram.write_port())
-        wiring.connect(m, table.acc_w, acc.write_port())
+        # One vector write port per memory: VPU and TABLE share the sequencer's vector port and
+        # never run at once (each is ready only when idle), so they never write in the same
+        # cycle and one port serves both (docs/hardware.md: fewer write ports, real SRAMs).
+        for memory_, name in ((asram, "asram"), (acc, "acc")):
+            port = memory_.write_port()
+            vw, tw = getattr(vpu, f"{name}_w"), getattr(table, f"{name}_w")
+            m.d.comb += [port.en.eq(vw.en | tw.en), port.addr.eq(Mux(tw.en, tw.addr, vw.addr)),
+                         port.data.eq(Mux(tw.en, tw.data, vw.data))]
 
         wiring.connect(m, seq.dma, dma.ctl)
         wiring.connect(m, seq.mxu, mxu.ctl)

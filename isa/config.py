@@ -162,6 +162,25 @@ SMALL_CONFIG = NpuConfig(
     ext_mem_bytes=256 * KIB,
 )
 
+# Configurations for FPGA boards (hw/synth builds them; docs/hardware.md has their reports).
+# Lattice ECP5-85F (ULX3S, OrangeCrab 85F): 156 MULT18X18D and 208 DP16KD (3.7 Mbit).  An 8x8
+# array (64 DSPs; a 16x16 array's 256 multipliers do not fit, 12x12 breaks the power-of-two bus)
+# with memories sized to a third of the block RAM each way.
+ECP5_85F_CONFIG = NpuConfig(
+    array_rows=8, array_cols=8, bus_bytes=8,
+    asram_rows=4096, wsram_rows=4096, acc_rows=512, psram_rows=64, imem_rows=512,
+    ext_mem_bytes=32 * 1024 * KIB,
+)
+# Lattice iCE40 UP5K (iCEBreaker): 8 SB_MAC16, 30 SB_RAM40_4K (120 Kbit), 4 SB_SPRAM256KA
+# (1 Mbit, single-ported).  The smallest array the TABLE unit allows (4x4: bus words of two
+# int16 pairs); its 16 multipliers are twice the device's DSPs, and the TABLE unit's four
+# lane copies alone take 16 block RAMs: a size to measure against, not yet a fit.
+UP5K_CONFIG = NpuConfig(
+    array_rows=4, array_cols=4, bus_bytes=4,
+    asram_rows=1024, wsram_rows=256, acc_rows=128, psram_rows=16, imem_rows=128,
+    ext_mem_bytes=128 * KIB,
+)
+
 
 def array_config(size: int) -> NpuConfig:
     """The reference design with a ``size`` x ``size`` array, the bus and memories scaled with it.
@@ -178,13 +197,16 @@ def array_config(size: int) -> NpuConfig:
     return NpuConfig(array_rows=size, array_cols=size, bus_bytes=size)
 
 
-# Named configurations (``npu ... --config NAME``): the array sizes the sweep covers.
-# ``default`` is the 16x16 reference design; ``small`` is the 4x4 test configuration.
-NAMED_CONFIGS = {
+# Named configurations (``npu ... --config NAME``): the array sizes the sweep covers and the
+# FPGA boards' configurations.  ``default`` is the 16x16 reference design; ``small`` is the 4x4
+# test configuration.
+NAMED_CONFIGS: dict[str, NpuConfig] = {
     "default": DEFAULT_CONFIG,
     "small": SMALL_CONFIG,
     "array8": array_config(8),
     "array16": DEFAULT_CONFIG,
     "array32": array_config(32),
     "array64": array_config(64),
+    "ecp5_85f": ECP5_85F_CONFIG,
+    "up5k": UP5K_CONFIG,
 }

@@ -7,8 +7,9 @@ The ISA simulator (sim/isa/units.py), the timing model (sim/npu_timing.py), the 
 
 Schedule (hw/mxu.py implements it; sim/npu_timing.py counts it): a MATMUL of ``N`` vectors
 taken in cycle ``c`` reads ``P*N`` input rows from ``s = c+1`` (one per cycle, ``P`` per
-vector) and the ``ROWS`` weight rows of the wavefront from ``s`` (an INT4 tile reads each of
-its ROWS/2 rows twice, so the wavefront is the same in every mode); it takes the next
+vector) and the ``ROWS`` weight rows of the wavefront from ``c`` (one cycle ahead, so the
+array can register its products; an INT4 tile reads each of its ROWS/2 rows twice, so the
+wavefront is the same in every mode); it takes the next
 command at ``s + max(P*N, ROWS) - 1`` and is busy ``s .. s + P*N + ROWS + 1``.
 """
 from __future__ import annotations
