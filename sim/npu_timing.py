@@ -15,7 +15,12 @@ instruction, ``C = imem_rows``)
     is the first instruction the front end may still read (the first instruction of the
     outermost active LOOP body, else one past the last instruction read).  Instruction
     ``i`` can be read from cycle ``A(i) = t + L + 1``, ``t`` the request of its last word
-    (``A = -inf`` at or past PROG_LEN: those indices never wait).
+    (``A = -inf`` at or past PROG_LEN: those indices never wait).  A bus word wider than an
+    instruction (``bus_bytes > 32``: the 64x64 sweep configuration, which has no RTL, since
+    the sequencer needs whole bus words per instruction) carries an aligned group of
+    ``bus_bytes / 32`` instructions: one request fetches the rest of the group (from the
+    stream's first instruction to the group's end), all arriving together, once the row of
+    the group's last instruction is free.
 Front end and issue (sequencer, in order)
     The read port reads the instructions in issue order; an instruction read at cycle ``r``
     leaves the read port for the issue register (IR) at the first cycle ``l >= r + 1`` at
@@ -343,7 +348,8 @@ class _Fetcher:
 
     def __init__(self, config: NpuConfig, prog_len: int, dma_busy: list):
         self.rows = config.imem_rows
-        self.words = INSTR_BYTES // config.bus_bytes
+        self.words = INSTR_BYTES // config.bus_bytes            # 0: several instructions a word
+        self.per_word = max(1, config.bus_bytes // INSTR_BYTES)
         self.latency = config.mem_latency
         self.prog_len = prog_len
         self.dma_busy = dma_busy          # (start, end) of the DMA's busy intervals, in order
@@ -393,13 +399,22 @@ class _Fetcher:
         if pc is None or pc >= self.prog_len:
             return -1
         while self.fp <= pc:
-            t = max(self.next_t, self._slot_free(self.fp))
-            for _ in range(self.words):
-                t = self._bus_free(t)
-                last, t = t, t + 1
-            self.next_t = t
-            self.arrived[self.fp] = last + self.latency + 1
-            self.fp += 1
+            if self.words:
+                t = max(self.next_t, self._slot_free(self.fp))
+                for _ in range(self.words):
+                    t = self._bus_free(t)
+                    last, t = t, t + 1
+                self.next_t = t
+                self.arrived[self.fp] = last + self.latency + 1
+                self.fp += 1
+                continue
+            # A bus word holds an aligned group of instructions: one request for the rest of it.
+            end = min((self.fp // self.per_word + 1) * self.per_word, self.prog_len)
+            t = self._bus_free(max(self.next_t, self._slot_free(end - 1)))
+            self.next_t = t + 1
+            for i in range(self.fp, end):
+                self.arrived[i] = t + self.latency + 1
+            self.fp = end
         return self.arrived[pc]
 
 
