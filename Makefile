@@ -13,6 +13,8 @@ VENV    ?= .venv
 PYTHON  ?= $(VENV)/bin/python
 MODEL   ?= slice
 BACKEND ?= rtl
+# Test processes (pytest-xdist): the 2 cores of a typical machine.
+JOBS    ?= 2
 FUZZ_COUNT ?= 10000
 FUZZ_SEED ?= 1
 
@@ -27,10 +29,10 @@ setup:
 	$(PYTHON) -m pip install -e '.[dev]'
 
 test:
-	$(PYTHON) -m pytest
+	$(PYTHON) -m pytest -n $(JOBS)
 
 test-fast:
-	$(PYTHON) -m pytest -m "not rtl"
+	$(PYTHON) -m pytest -n $(JOBS) -m "not rtl"
 
 sim:
 	$(PYTHON) -m npu.demo $(MODEL) --backend $(BACKEND)
