@@ -101,9 +101,18 @@ def variables(text: str):
 def write_nnef(folder: Path, width_div: int, seed: int) -> Path:
     """Write graph.nnef and seeded float32 .dat files (skipped when the stamp matches)."""
     text = GRAPH_FILE.read_text() if width_div == 1 else alexnet_text(width_div)
-    stamp = folder / "stamp.json"
-    want = {"seed": seed, "width_div": width_div, "graph": text}
-    if stamp.is_file() and json.loads(stamp.read_text()) == want:
+    return write_weights(folder, text, seed, stamp={"width_div": width_div})
+
+
+def write_weights(folder: Path, text: str, seed: int, gains: dict[str, float] | None = None,
+                  stamp: dict | None = None) -> Path:
+    """``text`` as graph.nnef and one seeded float32 .dat per variable in ``folder``: kernels
+    He-like (``normal * sqrt(2 / fan_in)``, times ``gains[label]`` where given), biases small
+    normals.  Skipped when the stamp file (seed, text, gains and ``stamp``) matches."""
+    gains = gains or {}
+    stamp_file = folder / "stamp.json"
+    want = {"seed": seed, "graph": text, **({"gains": gains} if gains else {}), **(stamp or {})}
+    if stamp_file.is_file() and json.loads(stamp_file.read_text()) == want:
         return folder
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "graph.nnef").write_text(text)
@@ -111,13 +120,14 @@ def write_nnef(folder: Path, width_div: int, seed: int) -> Path:
         rng = np.random.default_rng([seed, index])
         if label.endswith("/kernel"):
             fan_in = int(np.prod(shape[1:]))
-            data = rng.standard_normal(shape, dtype=np.float32) * np.float32(np.sqrt(2.0 / fan_in))
+            scale = np.sqrt(2.0 / fan_in) * gains.get(label, 1.0)
+            data = rng.standard_normal(shape, dtype=np.float32) * np.float32(scale)
         else:
             data = rng.normal(0.0, 0.05, size=shape).astype(np.float32)
         path = folder / (label + ".dat")
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_bytes(write_float(data))
-    stamp.write_text(json.dumps(want))
+    stamp_file.write_text(json.dumps(want))
     return folder
 
 

@@ -22,7 +22,6 @@ import sys
 import time
 from pathlib import Path
 
-import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
 TOOLS = Path(__file__).resolve().parent
@@ -32,7 +31,6 @@ for _p in (ROOT, TOOLS):
 
 import make_alexnet
 
-from compiler.frontends.nnef.dat import write_float
 
 
 class NnefText:
@@ -111,26 +109,9 @@ def variables(text: str):
 
 
 def write_weights(folder: Path, text: str, gains: dict[str, float], seed: int) -> Path:
-    """graph.nnef and seeded float32 .dat files in ``folder`` (skipped when the stamp matches)."""
-    stamp = folder / "stamp.json"
-    want = {"seed": seed, "graph": text, "gains": gains}
-    if stamp.is_file() and json.loads(stamp.read_text()) == want:
-        return folder
-    folder.mkdir(parents=True, exist_ok=True)
-    (folder / "graph.nnef").write_text(text)
-    for index, (label, shape) in enumerate(variables(text)):
-        rng = np.random.default_rng([seed, index])
-        if label.endswith("/kernel"):
-            fan_in = int(np.prod(shape[1:]))
-            scale = np.sqrt(2.0 / fan_in) * gains.get(label, 1.0)
-            data = rng.standard_normal(shape, dtype=np.float32) * np.float32(scale)
-        else:
-            data = rng.normal(0.0, 0.05, size=shape).astype(np.float32)
-        path = folder / (label + ".dat")
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_bytes(write_float(data))
-    stamp.write_text(json.dumps(want))
-    return folder
+    """graph.nnef and seeded float32 .dat files in ``folder`` (skipped when the stamp matches):
+    tools/make_alexnet.py's weights, kernels scaled by ``gains``."""
+    return make_alexnet.write_weights(folder, text, seed, gains=gains, stamp={"gains": gains})
 
 
 def build(net: NnefText, model: str, out: Path, *, calib: int, test: int, seed: int,
