@@ -20,9 +20,9 @@ reduced model the tests use.  By default the softmax at the end is left out of t
 graph, which stops at the logits (conv8); see ``models/alexnet/README.md``.  ``--softmax``
 ends it with the int8 softmax of TFLite's reference kernel instead
 (compiler/graph/quantize/softmax.py): class probabilities, scale 1/256, zero point -128.  Not the
-default while programs must fit the 2,048-entry instruction memory: the softmax's ~250
-instructions make the compiler choose more compact, slower plans for conv0 and conv1
-(5,975,326 cycles instead of 5,811,724; PERFORMANCE.md).
+default yet (measured before instructions were fetched from external memory: the softmax's ~250
+instructions made the compiler choose more compact, slower plans for conv0 and conv1:
+5,975,326 cycles instead of 5,811,724; PERFORMANCE.md).
 
 Usage: ``python tools/make_alexnet.py [--out build/alexnet] [--width-div 1] [--calib 8]``
 """
