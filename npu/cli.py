@@ -17,6 +17,7 @@ import numpy as np
 
 from npu import conformance
 from npu.config import load_config as _load_config
+from npu.output import write_file, write_text
 from tosa_ir.errors import InvalidInput, NpuError
 
 BACKENDS = ("ref", "isa", "rtl")
@@ -104,13 +105,6 @@ def _check_writable(*paths: str | None) -> None:
             raise InvalidInput(f"{path}: cannot write output (no such folder or no permission)")
 
 
-def _write(path: str, write, what: str) -> None:
-    try:
-        write(path)
-    except OSError as e:
-        raise InvalidInput(f"{path}: cannot write {what}: {e.strerror or e}") from None
-
-
 def _print_summary(backend: str, inputs: dict, outputs: dict, seconds: float, stats: dict | None) -> None:
     def shapes(d):
         return ", ".join(f"{k} {tuple(v.shape)} {v.dtype}" for k, v in d.items())
@@ -152,7 +146,7 @@ def cmd_run(args) -> int:
         from npu.calibration import dequantize_outputs
 
         saved.update(dequantize_outputs(model.quantized, outputs))
-    _write(args.output, lambda p: np.savez(p, **saved), "outputs")
+    write_file(args.output, lambda p: np.savez(p, **saved), "outputs")
     _print_summary(args.backend, inputs, outputs, seconds, stats)
     return 0
 
@@ -164,23 +158,16 @@ def cmd_compile(args) -> int:
     config = _load_config(args.config)
     model = backends.load_model(args.model, calibrate=args.calibrate)
     program = backends.compile_model(model, config)
-    _write(args.output, program.save, "the program image")
+    write_file(args.output, program.save, "the program image")
     if args.asm:
         from isa.asm import disassemble
 
         text = disassemble(program.instructions)
-        _write(args.asm, lambda p: Path(p).write_text(text), "the disassembly")
+        write_text(args.asm, text, "the disassembly")
     print(f"wrote {args.output}: {len(program.instructions)} instructions, "
           f"{program.memory_extent()} bytes of external memory, for a "
           f"{config.array_rows}x{config.array_cols} NPU")
     return 0
-
-
-def _write_text(path: str, text: str, what: str) -> None:
-    try:
-        Path(path).write_text(text)
-    except OSError as e:
-        raise InvalidInput(f"{path}: cannot write {what}: {e.strerror}") from None
 
 
 def cmd_estimate(args) -> int:
@@ -215,12 +202,12 @@ def cmd_estimate(args) -> int:
         rows, title = est.rows(), f"cycles from {est.source}; {shape} array"
         print(est.table())
     if args.csv:
-        _write_text(args.csv, estimate.rows_csv(rows), "the CSV table")
+        write_text(args.csv, estimate.rows_csv(rows), "the CSV table")
         print(f"wrote {args.csv}")
     if args.plot:
         name = Path(args.model.rstrip("/")).name
         svg = estimate.rows_svg(f"{name}: per-layer cycles vs roofline bound", rows, title)
-        _write_text(args.plot, svg, "the plot")
+        write_text(args.plot, svg, "the plot")
         print(f"wrote {args.plot}")
     return 0
 

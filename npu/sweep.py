@@ -13,6 +13,7 @@ import sys
 from functools import lru_cache
 from pathlib import Path
 
+from npu.output import write_text
 from tosa_ir.errors import InvalidInput
 
 __all__ = ["add_arguments", "run_sweep", "sweep_task"]
@@ -110,8 +111,5 @@ def run_sweep(args) -> int:
 
 
 def _write(path: str, text: str, what: str) -> None:
-    try:
-        Path(path).write_text(text)
-    except OSError as e:
-        raise InvalidInput(f"{path}: cannot write {what}: {e.strerror}") from None
+    write_text(path, text, what)
     print(f"wrote {path}")
