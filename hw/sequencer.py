@@ -21,16 +21,19 @@ States (cycle 0 is the cycle after the CTRL.START write):
   the buffer ahead of the front end, IR holds instruction k+1 the cycle after instruction k
   issues: one instruction per cycle at best.
 
-* An instruction in IR issues when its unit is ``ready`` and every unit in its ``wait`` mask
-  is idle (not ``busy``); SYNC and LOOP need only the wait mask.  HALT, and any instruction
+* An instruction in IR issues when its unit is ``ready``, every unit in its ``wait`` mask
+  is idle (not ``busy``), and, if it writes ASRAM or ACC, the other writer of that memory
+  is not busy writing it (isa/ports.py: each memory has one write port; ``writing`` holds
+  what each unit's last instruction writes); SYNC and LOOP need only the wait mask.  HALT, and any instruction
   with a non-zero error code, stop the NPU in the first cycle in which every unit is idle
   (work already issued completes; nothing after it issues).
 * Loops (hw/loop.py): the fetch address comes from the loop stack, which follows LOOPs as
   they leave the read port, so loop-back costs no cycle and a LOOP costs one issue slot
   like SYNC.  The checker sees each instruction with the offsets of its loop iteration,
   and IR holds its effective addresses: units never see a loop.
-* BRANCH: in the cycle it could issue like SYNC it reads its condition row (own read ports
-  on ASRAM and ACC, ``cond_asram``/``cond_acc``); the next cycle it decides and issues.  A
+* BRANCH: in the cycle it could issue like SYNC, with the vector unit idle too, it reads its
+  condition row (``cond_asram``/``cond_acc``: hw/top.py lends it the vector unit's operand-a
+  ports, which is why it waits for that unit); the next cycle it decides and issues.  A
   taken branch drops the instruction in the read port, restarts the fetch engine and the
   loop stack at the target (in-flight responses are dropped: ``live``), and the target is
   read once it has arrived.  A taken backward branch that would pass its ``limit``
@@ -65,6 +68,7 @@ from amaranth.lib.wiring import In, Out
 from amaranth.utils import ceil_log2
 
 from isa.config import NpuConfig
+from isa.ports import BRANCH_PORT_UNIT, WRITERS, other_writer, writes
 from isa.instructions import (BRANCH_LIMIT_BITS, BY_NAME, INSTR_BITS, INSTR_BYTES, OPCODE_BITS, BranchTest,
                               BranchType, ErrorCode, Unit, VecDst)
 from hw.checker import CODE_BITS, PC_BITS, InstrChecker
@@ -196,6 +200,32 @@ class Sequencer(wiring.Component):
         all_idle = busy == 0
         ir_opcode = ir_word[:OPCODE_BITS]
 
+        # One writer per memory (isa/ports.py): what the instruction in IR writes, what each
+        # unit's last instruction writes, and whether the other writer is still at it.
+        writers = [(u, mem) for mem, pair in WRITERS.items() for u in pair]
+        ir_writes = {mem: Signal(name=f"ir_writes_{mem.lower()}") for mem in WRITERS}
+        writing = {(u, mem): Signal(name=f"{u.lower()}_writing_{mem.lower()}") for u, mem in writers}
+        for mem in WRITERS:
+            terms = []
+            for name, defn in BY_NAME.items():
+                view = instr_layout(name)(ir_word)
+                w = writes(name, lambda f, view=view: view[f], mem)
+                if w is True:
+                    terms.append(ir_opcode == opcode(name))
+                elif w is not False:
+                    terms.append((ir_opcode == opcode(name)) & w)
+            m.d.comb += ir_writes[mem].eq(Cat(*terms).any() if terms else 0)
+        write_blocked = {}              # per issuing unit
+        for unit in WAIT_UNITS:
+            blocked = []
+            for mem, pair in WRITERS.items():
+                if unit.name in pair:
+                    other = other_writer(unit.name, mem)
+                    blocked.append(ir_writes[mem] & writing[(other, mem)]
+                                   & getattr(self, other.lower()).busy)
+            write_blocked[unit] = Cat(*blocked).any() if blocked else 0
+        branch_port_busy = getattr(self, BRANCH_PORT_UNIT.lower()).busy
+
         issue = Signal()
         load_ir = Signal()
         fetch = Signal()
@@ -210,7 +240,7 @@ class Sequencer(wiring.Component):
         back_taken = Signal(BRANCH_LIMIT_BITS)
         m.d.comb += [
             self.cond_asram.addr.eq(br.row), self.cond_acc.addr.eq(br.row),
-            self.cond_asram.en.eq(ir_valid & is_branch), self.cond_acc.en.eq(ir_valid & is_branch),
+            self.cond_asram.en.eq(0), self.cond_acc.en.eq(0),     # set in the arming cycle
         ]
         from_acc = br.mem == VecDst.ACC
         value8 = Mux(from_acc, self.cond_acc.data[:8], self.cond_asram.data[:8])
@@ -298,7 +328,11 @@ class Sequencer(wiring.Component):
                         m.d.comb += issue.eq(ok & wait_ok)
                     with m.Case(opcode("BRANCH")):
                         m.d.comb += issue.eq(br_armed & ~limit_hit & ~self.abort)
-                        with m.If(ok & wait_ok & ~br_armed):
+                        arm = ok & wait_ok & ~branch_port_busy & ~br_armed
+                        # The condition row is read only in the arming cycle: the ports are
+                        # the vector unit's (hw/top.py), idle then.
+                        m.d.comb += [self.cond_asram.en.eq(arm), self.cond_acc.en.eq(arm)]
+                        with m.If(arm):
                             m.d.sync += br_armed.eq(1)
                         with m.If(issue):
                             m.d.sync += br_armed.eq(0)
@@ -308,7 +342,11 @@ class Sequencer(wiring.Component):
                     for name, port in (("DMA_LOAD", self.dma), ("DMA_STORE", self.dma),
                                        ("MATMUL", self.mxu)) + vector:
                         with m.Case(opcode(name)):
-                            m.d.comb += [issue.eq(ok & wait_ok & port.ready), port.start.eq(issue)]
+                            free = ~write_blocked[BY_NAME[name].unit]
+                            m.d.comb += [issue.eq(ok & wait_ok & free & port.ready), port.start.eq(issue)]
+                            with m.If(issue):
+                                m.d.sync += [writing[(u, mem)].eq(ir_writes[mem])
+                                             for u, mem in writers if u == BY_NAME[name].unit.name]
 
                 stopping = (ir_valid & ((ir_err != ErrorCode.NONE) | (ir_opcode == opcode("HALT")) | self.abort)) \
                     | limit_hit

@@ -7,21 +7,24 @@ memory    row                  ports
 ========  ===================  ======================================================
 IMEM      one instruction      sequencer write (instruction fetch), sequencer read (front end):
                                a circular buffer of the program (hw/sequencer.py)
-ASRAM     array_rows int8      DMA write, vector write (VPU or TABLE), DMA read (store), MXU read,
-                               VPU reads (3), TABLE read, sequencer read (BRANCH condition)
+ASRAM     array_rows int8      one write port (DMA, or VPU, or TABLE: isa/ports.py), DMA read
+                               (store), MXU read, VPU reads a (shared with TABLE and the
+                               BRANCH condition), b, c
 WSRAM     array_cols int8      DMA write, MXU read
-ACC       array_cols int32     MXU write, vector write (VPU or TABLE), MXU read (transparent),
-                               VPU reads (3), TABLE read, sequencer read (BRANCH condition)
+ACC       array_cols int32     one write port (MXU, or VPU, or TABLE), MXU read (transparent),
+                               VPU reads a (shared with TABLE and BRANCH), b, c
 PSRAM     array_cols int32     DMA write (bus-word granularity), VPU reads (3)
 TSRAM     bus word             in hw/table.py: one 2 KiB copy per lane, TABLE write (all
                                copies), TABLE reads (one per copy)
 ========  ===================  ======================================================
 
-Every unit has its own ports, so units never stall each other; two units touching the same
-row in the same cycle is a program hazard the wait masks must prevent.  (The multi-ported
-memories are a model-level simplification: an FPGA or ASIC build would bank them by unit or
-time-multiplex their ports, without changing the ISA.  The VPU reads one row per cycle on
-each of its operand ports a, b, c.)
+Every memory has one write port, as block RAM and SRAM macros have: the sequencer issues
+an instruction that writes ASRAM or ACC only when the memory's other writer is not busy
+writing it (isa/ports.py), and VPU and TABLE never run at once.  Read ports are one per
+reader that runs alongside the others; synthesis replicates a one-write memory per read
+port (docs/hardware.md).  Two units touching the same row in the same cycle is a program
+hazard the wait masks must prevent.  The VPU reads one row per cycle on each of its operand
+ports a, b, c.
 
 External interfaces: ``csr`` (hw/interfaces.CsrBusSignature, register map in hw/csr.py),
 ``bus`` (hw/interfaces.ExtBusSignature: the DMA, and the sequencer's instruction fetch in
@@ -75,30 +78,50 @@ class Npu(wiring.Component):
 
         wiring.connect(m, seq.imem_w, imem.write_port())
         wiring.connect(m, seq.imem_r, imem.read_port())
-        wiring.connect(m, seq.cond_asram, asram.read_port())       # BRANCH conditions
-        wiring.connect(m, seq.cond_acc, acc.read_port())
-        wiring.connect(m, dma.asram_w, asram.write_port())
-        wiring.connect(m, dma.asram_r, asram.read_port())
-        wiring.connect(m, mxu.asram_r, asram.read_port())
         wiring.connect(m, dma.wsram_w, wsram.write_port())
         wiring.connect(m, mxu.wsram_r, wsram.read_port())
-        acc_w = acc.write_port()
-        wiring.connect(m, mxu.acc_w, acc_w)
-        wiring.connect(m, mxu.acc_r, acc.read_port(transparent_for=(acc_w,)))
-        for memory_, name in ((asram, "asram"), (acc, "acc"), (psram, "psram")):
-            for port in vpu.read_ports(name):        # the VPU's operand ports a, b, c
-                wiring.connect(m, port, memory_.read_port())
         wiring.connect(m, dma.psram_w, psram.write_port(granularity=bus_bits))
-        wiring.connect(m, table.asram_r, asram.read_port())
-        wiring.connect(m, table.acc_r, acc.read_port())
-        # One vector write port per memory: VPU and TABLE share the sequencer's vector port and
-        # never run at once (each is ready only when idle), so they never write in the same
-        # cycle and one port serves both (docs/hardware.md: fewer write ports, real SRAMs).
+
+        # One write port per memory (isa/ports.py): the sequencer never lets two writers of
+        # ASRAM (DMA, vector) or of ACC (MXU, vector) run at once, and VPU and TABLE share
+        # the vector unit's issue slot (each is ready only when idle), so at most one of the
+        # writers muxed onto a port is enabled in any cycle.
+        def one_write_port(memory_, writers, **kwargs):
+            port = memory_.write_port(**kwargs)
+            m.d.comb += port.en.eq(Cat(w.en for w in writers).any())
+            addr, data_ = writers[-1].addr, writers[-1].data
+            for w in reversed(writers[:-1]):
+                addr, data_ = Mux(w.en, w.addr, addr), Mux(w.en, w.data, data_)
+            m.d.comb += [port.addr.eq(addr), port.data.eq(data_)]
+            return port
+
+        one_write_port(asram, [vpu.asram_w, table.asram_w, dma.asram_w])
+        acc_w = one_write_port(acc, [vpu.acc_w, table.acc_w, mxu.acc_w])
+
+        # Read ports: one per reader that can run alongside the others (a memory with one
+        # write port is replicated per read port in block RAM).  Operand a's port is shared
+        # by the VPU, the TABLE unit (never running with it) and the sequencer's BRANCH
+        # condition read (only while both are idle, isa/ports.py).
+        wiring.connect(m, dma.asram_r, asram.read_port())
+        wiring.connect(m, mxu.asram_r, asram.read_port())
+        wiring.connect(m, mxu.acc_r, acc.read_port(transparent_for=(acc_w,)))
+
+        def shared_read_port(memory_, readers):
+            port = memory_.read_port()
+            m.d.comb += port.en.eq(Cat(r.en for r in readers).any())
+            addr = readers[-1].addr
+            for r in reversed(readers[:-1]):
+                addr = Mux(r.en, r.addr, addr)
+            m.d.comb += port.addr.eq(addr)
+            m.d.comb += [r.data.eq(port.data) for r in readers]
+
         for memory_, name in ((asram, "asram"), (acc, "acc")):
-            port = memory_.write_port()
-            vw, tw = getattr(vpu, f"{name}_w"), getattr(table, f"{name}_w")
-            m.d.comb += [port.en.eq(vw.en | tw.en), port.addr.eq(Mux(tw.en, tw.addr, vw.addr)),
-                         port.data.eq(Mux(tw.en, tw.data, vw.data))]
+            first, *rest = vpu.read_ports(name)
+            shared_read_port(memory_, [getattr(seq, f"cond_{name}"), getattr(table, f"{name}_r"), first])
+            for port in rest:
+                wiring.connect(m, port, memory_.read_port())
+        for port in vpu.read_ports("psram"):
+            wiring.connect(m, port, psram.read_port())
 
         wiring.connect(m, seq.dma, dma.ctl)
         wiring.connect(m, seq.mxu, mxu.ctl)

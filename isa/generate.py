@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 
 from isa.config import DEFAULT_CONFIG
+from isa.ports import BRANCH_PORT_UNIT, WRITERS
 from isa.instructions import (
     HEADER_FIELDS, INSTR_BITS, INSTR_BYTES, INSTRUCTIONS, LOOP_DEPTH, ErrorCode, Space, Sram, Unit,
 )
@@ -41,6 +42,11 @@ def isa_markdown() -> str:
             "its number (DMA 0, MXU 1, VPU 2); an instruction issues when its own unit can accept it "
             "(units take their own instructions in order; the MXU may accept the next MATMUL while the previous one "
             "drains) and every unit in its `wait` mask is idle.", ""]
+    out += ["One write port per scratchpad: an instruction that writes "
+            + " or ".join(WRITERS) + " also waits until the memory's other writer is not busy with an "
+            "instruction that writes it (" + "; ".join(f"{mem}: {' and '.join(pair)}" for mem, pair in WRITERS.items())
+            + "), and a BRANCH, which reads its condition through the " + BRANCH_PORT_UNIT
+            + "'s operand port, waits until the " + BRANCH_PORT_UNIT + " is idle (isa/ports.py).", ""]
     out += ["## Summary", "", "| opcode | mnemonic | unit | bits used |", "|---|---|---|---|"]
     for i in INSTRUCTIONS:
         out.append(f"| {i.opcode} | [`{i.name}`](#{i.name.lower()}) | {i.unit.name} | {i.used_bits} |")

@@ -30,8 +30,10 @@ Front end and issue (sequencer, in order)
     The first instruction is read at ``A(0)``.  So straight-line code with the buffer ahead
     runs as without fetch: instruction k+1 enters IR the cycle after instruction k issues.
     An instruction issues at the first cycle ``c`` at or after it entered IR in which its
-    unit is *ready* and every unit in its ``wait`` mask is *idle*.  SYNC needs only the wait
-    mask.  HALT, a failing instruction (``stop_at``), or running off the end of the list
+    unit is *ready*, every unit in its ``wait`` mask is *idle*, and, if it writes ASRAM or
+    ACC, the memory's other writer (ASRAM: DMA and VPU; ACC: MXU and VPU) is idle or its
+    last instruction does not write that memory (isa/ports.py: one write port per memory).
+    SYNC needs only the wait mask.  HALT, a failing instruction (``stop_at``), or running off the end of the list
     stops the NPU at the first cycle, at or after it entered IR, in which every unit is
     idle; total cycles = that cycle + 1.
 Loops
@@ -46,8 +48,9 @@ Loops
     the body and the instruction after it, which is fetched while the body's last
     instruction waits to leave the read port) stops the NPU like a failing instruction.
 Branches
-    A BRANCH waits like SYNC until cycle ``c`` (in IR, wait mask met), reads its condition
-    in ``c`` and issues at ``c+1``.  Not taken: the next instruction enters IR at ``c+2``
+    A BRANCH waits like SYNC until cycle ``c`` (in IR, wait mask met, and the VPU idle: it
+    reads through the VPU's operand port, isa/ports.py), reads its condition in ``c`` and
+    issues at ``c+1``.  Not taken: the next instruction enters IR at ``c+2``
     (the cycle after the issue, as usual); taken: the buffer is flushed and fetching starts
     again at the target, first request at ``c+2`` (a target is always refetched, so a loop
     built from branches refetches its body every iteration; the target is read at its
@@ -93,6 +96,7 @@ from isa import dma
 from isa import matmul
 from isa.config import NpuConfig
 from isa.instructions import INSTR_BYTES, BranchTest, Unit
+from isa.ports import BRANCH_PORT_UNIT, MEMORIES, other_writer, writes
 from isa.vector import schedule
 
 from sim.isa.branch import check
@@ -168,8 +172,14 @@ class _Intervals:
 class TimingModel:
     """Cycle-exact timing of the RTL for one configuration."""
 
-    def __init__(self, config: NpuConfig):
+    def __init__(self, config: NpuConfig, write_rule: tuple = MEMORIES, branch_port: bool = True):
+        """``write_rule``: the memories whose writers the rule of isa/ports.py serialises;
+        ``branch_port``: a BRANCH waits for the unit whose read port it borrows.  Other
+        values time a hypothetical NPU, only to measure what the rule costs
+        (tools/write_port_cost.py); the RTL has the rule for every memory."""
         self.config = config
+        self.write_rule = tuple(write_rule)
+        self.branch_port = branch_port
 
     def duration(self, instr) -> int:
         """Busy cycles of a DMA or VPU instruction issued alone (0: no work)."""
@@ -260,6 +270,7 @@ class TimingModel:
         idle_from = {u: 0 for u in UNITS}      # first cycle the unit is idle (for wait masks)
         ready_from = {u: 0 for u in UNITS}     # first cycle the unit takes a command
         busy = {u: _Intervals() for u in UNITS}
+        writing = {u: () for u in UNITS}       # memories the unit's last instruction writes
         dma_busy: list[tuple[int, int]] = []
         fetcher = _Fetcher(cfg, prog_len, dma_busy)
         per_instr: list[InstrTiming] = []
@@ -286,16 +297,20 @@ class TimingModel:
             read = leave
             stopping = fails or index == stop_at
             if fails == "late" and trip is not None:
-                armed = max([in_ir] + [idle_from[u] for u in _waits(instr)])
+                armed = max([in_ir] + [idle_from[u] for u in _waits(instr, self.branch_port)])
                 if armed >= trip:                      # never armed: the watchdog stops it
                     return finish(max([in_ir, trip] + list(idle_from.values())), True)
             if stopping or instr.name == "HALT":
                 # BRANCH_LIMIT is found after the condition read, one cycle after the wait.
-                late = fails == "late" and 1 + max([in_ir] + [idle_from[u] for u in _waits(instr)])
+                late = fails == "late" and 1 + max([in_ir] + [idle_from[u] for u in _waits(instr, self.branch_port)])
                 stop = max([in_ir, late] + list(idle_from.values()))
                 return finish(stop, not stopping and trip is not None and stop >= trip)
-            issue = max([in_ir] + [idle_from[u] for u in _waits(instr)])
             unit = instr.defn.unit
+            written = tuple(mem for mem in _written(instr) if mem in self.write_rule)
+            # One writer per memory (isa/ports.py): wait for the other writer to finish.
+            sharers = [other_writer(unit.name, mem) for mem in written]
+            issue = max([in_ir] + [idle_from[u] for u in _waits(instr, self.branch_port)]
+                        + [idle_from[u] for u, mem in zip(sharers, written) if mem in writing[u]])
             if trip is not None:
                 decide = issue + 1 if instr.name == "BRANCH" else max(
                     issue, ready_from[unit.name]) if unit is not Unit.SEQ else issue
@@ -315,6 +330,7 @@ class TimingModel:
             else:
                 name = unit.name
                 issue = max(issue, ready_from[name])
+                writing[name] = written
                 start = issue + 1
                 if unit is Unit.MXU:
                     n = instr.values["n0"] * instr.values["n1"]
@@ -437,9 +453,18 @@ def _with_fetch(stream, prog_len: int, stop_at: int | None = None):
             return
 
 
-def _waits(instr) -> list[str]:
-    """Units in the wait mask of ``instr``."""
-    return [u.name for u in Unit if u is not Unit.SEQ and instr.values["wait"] >> u.value & 1]
+def _waits(instr, port_rule: bool = True) -> list[str]:
+    """Units ``instr`` waits for: its wait mask, and for a BRANCH the unit whose read port
+    it borrows (isa/ports.py)."""
+    units = [u.name for u in Unit if u is not Unit.SEQ and instr.values["wait"] >> u.value & 1]
+    return units + [BRANCH_PORT_UNIT] if port_rule and instr.name == "BRANCH" else units
+
+
+def _written(instr) -> tuple[str, ...]:
+    """The two-writer memories (isa/ports.py) ``instr`` writes."""
+    if instr.defn.unit is Unit.SEQ:
+        return ()
+    return tuple(mem for mem in MEMORIES if writes(instr.name, instr.values.__getitem__, mem))
 
 
 def _issue_order(instructions, prog_len: int, config: NpuConfig):

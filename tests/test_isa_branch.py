@@ -153,15 +153,27 @@ def test_static_timing_takes_forward_always_branches_only():
 
 
 def test_hazard_checker_sees_the_condition_read():
-    """A BRANCH whose wait mask omits the VALU producing its condition is a RAW hazard.
+    """A BRANCH whose wait mask omits the DMA_LOAD producing its condition is a RAW hazard.
     (The long MATMUL gives the instruction fetch time to run ahead, so the BRANCH follows
-    the VALU at once.)"""
-    instrs = assemble("""
+    the load at once.)  A vector producer cannot make one: a BRANCH borrows the vector
+    unit's read port and so always waits for it (isa/ports.py)."""
+    instrs = assemble(f"""
+        MATMUL n0=60 n1=1
+        SYNC wait=MXU
+        DMA_LOAD sram=ASRAM sram_addr=1 ext_addr={bp.DATA} len0=1 len1=1 len2=1
+        BRANCH target=5 test=ZERO row=1
+        HALT
+        HALT""")
+    r = run(instrs, bp.image(instrs, b""))
+    assert [(h.kind, h.memory) for h in r.hazards] == [("RAW", "ASRAM")]
+    vector = assemble("""
         MATMUL n0=60 n1=1
         SYNC wait=MXU
         VALU op=COPY dtype=INT8 n0=1 n1=1 a_mem=ASRAM a_addr=0 d_mem=ASRAM d_addr=1
         BRANCH target=5 test=ZERO row=1
         HALT
         HALT""")
-    r = run(instrs, bp.image(instrs, b""))
-    assert [(h.kind, h.memory) for h in r.hazards] == [("RAW", "ASRAM")]
+    timing = TimingModel(CFG).run(vector).per_instruction
+    assert timing[2].issue + 1 < timing[2].end       # the VALU runs a few cycles...
+    assert timing[3].start == timing[2].end + 1      # ...and the BRANCH waited, unasked
+    assert run(vector, bp.image(vector, b"")).hazards == []

