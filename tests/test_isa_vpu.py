@@ -872,3 +872,75 @@ def test_doc_rescale_is_apply_scale_where_defined():
         except TosaUnpredictable:
             continue
         assert doc_rescale_lane(v48, f16, m16, sh) == want
+
+
+# -- long instructions run in pieces ---------------------------------------------------------
+def test_pieces_give_the_whole_instruction_result(monkeypatch):
+    """Random vector and TABLE instructions of a few hundred vectors: executed in pieces of 3
+    or 64 vectors, every scratchpad row equals the run in one piece."""
+    import sim.isa.vpu as vpu_module
+    from isa import SMALL_CONFIG, make
+    from isa.instructions import PoolMode, TableMode, ValuOp, VecType
+    from isa.program import Program
+    from sim.isa.sim import IsaSim
+
+    rng = np.random.default_rng(3)
+    cfg = SMALL_CONFIG
+    instrs = [
+        make("DMA_LOAD", sram=0, sram_addr=0, ext_addr=0x8000, len0=512, len1=1, len2=1),
+        make("DMA_LOAD", sram=2, sram_addr=0, ext_addr=0x8000, len0=16, len1=1, len2=1, wait=1),
+        make("TABLE", wait=1, mode=int(TableMode.LOAD), n0=256 // cfg.bus_bytes, n1=1, a_mem=0, a_stride0=1),
+        make("VALU", op=int(ValuOp.ADD), dtype=int(VecType.INT8), n0=37, n1=9, a_mem=0, a_addr=3, a_stride0=1,
+             a_stride1=11, b_mem=0, b_addr=100, b_stride0=0, b_stride1=2, d_mem=0, d_addr=600, d_stride0=1,
+             d_stride1=37),
+        make("VALU", op=int(ValuOp.COPY), dtype=int(VecType.INT8), n0=300, n1=2, a_mem=0, a_addr=0,
+             a_stride0=1, d_mem=0, d_addr=990, d_stride0=0, d_stride1=1),      # stride 0: last wins
+        make("VPOOL", mode=int(PoolMode.SUM), dtype=int(VecType.INT8), n0=20, n1=5, k0=3, k1=2,
+             w_stride0=1, w_stride1=7, a_mem=0, a_addr=0, a_stride0=2, a_stride1=30, d_mem=1, d_addr=0,
+             d_stride0=1, d_stride1=20, in_zp=3),
+        make("VRESCALE", n0=50, n1=4, a_mem=1, a_addr=0, a_stride0=1, a_stride1=0, d_mem=0, d_addr=800,
+             d_stride0=1, d_stride1=50, in_type=int(VecType.INT32), out_type=int(VecType.INT8),
+             param_addr=0, per_channel=1, scale32=1),
+        make("TABLE", mode=int(TableMode.INT8), n0=90, n1=3, a_mem=0, a_addr=5, a_stride0=1, a_stride1=90,
+             d_mem=0, d_addr=300, d_stride0=1, d_stride1=90, t_addr=0),
+        make("HALT"),
+    ]
+    program = Program(cfg, instrs)
+    data = rng.integers(0, 256, 0x2000, dtype=np.uint8).tobytes()
+    image = bytearray(program.memory_image({}))
+    image += bytes(max(0, 0x8000 - len(image)))
+    image[0x8000:0x8000] = data
+
+    def state(chunk):
+        monkeypatch.setattr(vpu_module, "CHUNK", chunk)
+        r = IsaSim(cfg).run(program, bytes(image))
+        assert r.error_code == 0, r.error_message
+        return r.state
+
+    whole = state(1 << 20)
+    for chunk in (3, 64):
+        part = state(chunk)
+        for name in ("asram", "acc"):
+            assert np.array_equal(getattr(part, name), getattr(whole, name)), (chunk, name)
+
+
+def test_a_long_stride0_instruction_runs_in_bounded_memory():
+    """2.6 million output vectors on one row (stride 0): numpy's peak stays small."""
+    import tracemalloc
+    from isa import SMALL_CONFIG, make
+    from isa.instructions import ValuOp, VecType
+    from isa.program import Program
+    from sim.isa.sim import IsaSim
+
+    cfg = SMALL_CONFIG
+    instrs = [make("VALU", op=int(ValuOp.ADD), dtype=int(VecType.INT8), n0=65535, n1=40, a_mem=0, a_addr=1,
+                   b_mem=0, b_addr=2, d_mem=0, d_addr=3), make("HALT")]
+    program = Program(cfg, instrs)
+    tracemalloc.start()
+    try:
+        r = IsaSim(cfg).run(program, bytes(program.memory_image({})))
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert r.error_code == 0
+    assert peak < 200 << 20, f"peak {peak >> 20} MiB"

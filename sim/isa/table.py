@@ -16,7 +16,7 @@ from isa.instructions import TSRAM_BYTES, ErrorCode, TableMode, Unit, VecMem
 from isa.vector import legal, operands, table_rows
 from sim import tosa_helpers as th
 from sim.isa.units import ASRAM, Footprint, NpuState, Trap
-from sim.isa.vpu import MEM_NAMES, _depth, _vector_rows, read_vectors, write_vectors
+from sim.isa.vpu import MEM_NAMES, _depth, _vector_rows, merged_footprint, pieces, read_vectors, write_vectors
 
 TSRAM = "TSRAM"
 
@@ -47,8 +47,7 @@ def _check(state: NpuState, v: dict) -> bool:
     return True
 
 
-def exec_table(state: NpuState, v: dict) -> Footprint:
-    touches = _check(state, v)
+def _exec_table(state: NpuState, v: dict, touches: bool) -> Footprint:
     fp = Footprint(Unit.VPU)
     if not touches:
         return fp
@@ -79,6 +78,18 @@ def exec_table(state: NpuState, v: dict) -> Footprint:
         y = (base << 7) + (nxt - base) * f                      # exact, |y| < 2**24
     write_vectors(state, out.mem, out.dtype, d_rows, y)
     return fp
+
+
+def exec_table(state: NpuState, v: dict) -> Footprint:
+    """TABLE; lookups run in pieces of at most CHUNK vectors (sim/isa/vpu.py, CHUNK)."""
+    touches = _check(state, v)
+    if not touches or TableMode(v["mode"]) is TableMode.LOAD:     # LOAD: bounded by TSRAM
+        return _exec_table(state, v, touches)
+    reads, out = operands("TABLE", v)
+    parts = list(pieces(v, reads + [out]))
+    if len(parts) == 1:
+        return _exec_table(state, v, touches)
+    return merged_footprint(_exec_table(state, part, True) for part in parts)
 
 
 EXECUTORS = {"TABLE": exec_table}

@@ -20,6 +20,12 @@ from sim.isa.units import ACC, ASRAM, PSRAM, Footprint, NpuState, Trap
 
 MEM_NAMES = {VecMem.ASRAM: ASRAM, VecMem.ACC: ACC, VecMem.PSRAM: PSRAM}
 
+#: Vector reads per execution step.  An instruction may loop over up to 2**32 output vectors
+#: (stride 0 keeps them in range), so it runs as pieces of whole loop iterations in loop
+#: order: the simulator's memory stays bounded and the result is the same (the docs' rule
+#: that no row written for one output vector is read for a later one).
+CHUNK = 1 << 16
+
 
 def _unchecked(cond, text: str) -> None:
     """A ``require`` that accepts everything: the instruction defines the result anyway."""
@@ -133,6 +139,48 @@ def _footprint(state: NpuState, name: str, v: dict, reads, out, touches: bool) -
     return fp
 
 
+def pieces(v: dict, ops, window: int = 1):
+    """``v`` split into sub-instructions of at most CHUNK / window output vectors, in loop
+    order: whole inner loops while they fit, else parts of one inner loop; each operand's
+    address field moved to the piece's first vector."""
+    n0, n1 = v["n0"], v["n1"]
+    per = max(1, CHUNK // window)
+    if n0 * n1 <= per:
+        yield v
+        return
+
+    def moved(i1: int, i0: int, m0: int, m1: int) -> dict:
+        out = dict(v, n0=m0, n1=m1)
+        for op in ops:
+            s0, s1 = op.strides
+            out[f"{op.prefix}_addr"] = v[f"{op.prefix}_addr"] + i1 * s1 + i0 * s0
+        return out
+
+    if n0 <= per:
+        step = per // n0
+        for i1 in range(0, n1, step):
+            yield moved(i1, 0, n0, min(step, n1 - i1))
+        return
+    for i1 in range(n1):
+        for i0 in range(0, n0, per):
+            yield moved(i1, i0, min(per, n0 - i0), 1)
+
+
+def merged_footprint(parts) -> Footprint:
+    """One footprint from the footprints of an instruction's pieces (rows united per memory)."""
+    parts = list(parts)
+    fp = Footprint(parts[0].unit)
+    for kind in ("reads", "writes"):
+        by_mem: dict = {}
+        for part in parts:
+            for mem, rows in getattr(part, kind):
+                if isinstance(rows, tuple):
+                    rows = np.arange(rows[0], rows[1], dtype=np.int64)
+                by_mem[mem] = np.union1d(by_mem[mem], rows) if mem in by_mem else np.unique(rows)
+        getattr(fp, kind).extend(by_mem.items())
+    return fp
+
+
 def _read_operand(state: NpuState, op: Operand, v: dict, bcast: bool = False) -> np.ndarray:
     values = read_vectors(state, op.mem, op.dtype, _vector_rows(op, v[f"{op.prefix}_addr"], v["n0"], v["n1"]))
     return np.broadcast_to(values[..., :1], values.shape) if bcast else values
@@ -143,7 +191,7 @@ def _write_result(state: NpuState, out: Operand, v: dict, values: np.ndarray) ->
 
 
 # -- VRESCALE ----------------------------------------------------------------------------------
-def exec_vrescale(state: NpuState, v: dict) -> Footprint:
+def _exec_vrescale(state: NpuState, v: dict) -> Footprint:
     reads, out, touches = _check(state, "VRESCALE", v)
     fp = _footprint(state, "VRESCALE", v, reads, out, touches)
     if not touches:
@@ -233,7 +281,7 @@ def _valu(op: ValuOp, t: str, a, b, c, imm0: int, imm1: int) -> np.ndarray:
     raise AssertionError(op)
 
 
-def exec_valu(state: NpuState, v: dict) -> Footprint:
+def _exec_valu(state: NpuState, v: dict) -> Footprint:
     reads, out, touches = _check(state, "VALU", v)
     fp = _footprint(state, "VALU", v, reads, out, touches)
     if not touches:
@@ -247,7 +295,7 @@ def exec_valu(state: NpuState, v: dict) -> Footprint:
 
 
 # -- VPOOL ---------------------------------------------------------------------------------------
-def exec_vpool(state: NpuState, v: dict) -> Footprint:
+def _exec_vpool(state: NpuState, v: dict) -> Footprint:
     reads, out, touches = _check(state, "VPOOL", v)
     fp = _footprint(state, "VPOOL", v, reads, out, touches)
     if not touches:
@@ -261,6 +309,25 @@ def exec_vpool(state: NpuState, v: dict) -> Footprint:
     _write_result(state, out, v, result)
     return fp
 
+
+def _in_pieces(name: str, body):
+    def execute(state: NpuState, v: dict) -> Footprint:
+        reads, out, touches = _check(state, name, v)        # the whole instruction's errors first
+        if not touches:
+            return body(state, v)
+        window = v["k0"] * v["k1"] if name == "VPOOL" else 1
+        parts = list(pieces(v, reads + [out], window))
+        if len(parts) == 1:
+            return body(state, v)
+        return merged_footprint(body(state, part) for part in parts)
+    execute.__name__ = execute.__qualname__ = f"exec_{name.lower()}"
+    execute.__doc__ = f"{name}, in pieces of at most CHUNK vectors (see CHUNK)."
+    return execute
+
+
+exec_vrescale = _in_pieces("VRESCALE", _exec_vrescale)
+exec_valu = _in_pieces("VALU", _exec_valu)
+exec_vpool = _in_pieces("VPOOL", _exec_vpool)
 
 EXECUTORS = {"VRESCALE": exec_vrescale, "VALU": exec_valu, "VPOOL": exec_vpool}
 assert set(VALU_SIGS) == set(ValuOp)
