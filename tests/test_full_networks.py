@@ -110,7 +110,7 @@ def test_full_size_text_matches_the_papers():
 
 
 def test_alexnet_with_int8_softmax(tmp_path):
-    """``make_alexnet.py --softmax``: the float softmax tail lowered to the int8 softmax
+    """``make_alexnet.py`` (its default): the float softmax tail lowered to the int8 softmax
     (compiler/graph/quantize/softmax.py) compiles and runs bit-exactly after the logits."""
     tool = load_tool("make_alexnet")
     tool.build(tmp_path, width_div=16, calib=2, test=1, report=False, log=lambda *a: None,

@@ -3,7 +3,9 @@
 * :func:`load_tool`: ``tools/<name>.py`` imported once per process.
 * :func:`conformance_corpus`: the TOSA conformance corpus (tools/make_conformance_corpus.py),
   generated on first use into build/conformance/<key>/ and reused after.
-* :func:`small_alexnet`: AlexNet (tools/make_alexnet.py) at 1/16 width, the test-sized model.
+* :func:`small_alexnet`: AlexNet (tools/make_alexnet.py) at 1/16 width, the test-sized model,
+  ending at the logits (the tests of its convolutions and pools count layers; the softmax
+  tail the tool adds by default is tested in tests/test_full_networks.py).
 """
 from __future__ import annotations
 
@@ -34,7 +36,8 @@ def conformance_corpus(**options) -> Path:
 def small_alexnet(out: Path) -> tuple[Path, Path]:
     """Build AlexNet at 1/16 width (same operators, shapes and spatial sizes as the full
     model) into folder ``out``: (the int8 .tosa model, its input .npz)."""
-    load_tool("make_alexnet").build(out, width_div=16, calib=2, test=1, report=False, log=lambda *a: None)
+    load_tool("make_alexnet").build(out, width_div=16, calib=2, test=1, report=False, log=lambda *a: None,
+                                    softmax=False)
     return out / "alexnet_int8.tosa", out / "input.npz"
 
 
