@@ -130,7 +130,7 @@ class ProgramC(C.Structure):
 class DevC(C.Structure):
     _fields_ = [("read32", READ32), ("write32", WRITE32), ("ctx", C.c_void_p), ("idle", IDLE),
                 ("cache_clean", CACHE), ("cache_invalidate", CACHE), ("mem", C.c_void_p),
-                ("mem_size", C.c_size_t)]
+                ("mem_size", C.c_size_t), ("transport", C.c_void_p)]
 
 
 class ResultC(C.Structure):
@@ -154,7 +154,7 @@ def _bind(dll):
         "npu_poll": (C.c_int, [D, R]),
         "npu_wait": (C.c_int, [D, C.c_uint32, R]),
         "npu_irq_ack": (C.c_int, [D]),
-        "npu_read_result": (None, [D, R]),
+        "npu_read_result": (C.c_int, [D, R]),
         "npu_run": (C.c_int, [D, P, C.c_uint32, R]),
         "npu_status_name": (C.c_char_p, [C.c_int]),
         "npu_hw_error_name": (C.c_char_p, [C.c_uint32]),
