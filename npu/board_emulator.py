@@ -265,7 +265,9 @@ class BoardEmulator:
         self.counters = dict.fromkeys(self.counters, 0)
         # The NPU knows the program only through PROG_ADDR, PROG_LEN and memory.
         boot = Program(self.config, [None] * self.regs["PROG_LEN"], program_addr=self.regs["PROG_ADDR"])
-        self._pending = IsaSim(self.config).run(boot, bytes(self.memory), max_cycles=self.regs["MAX_CYCLES"])
+        # The NPU reaches only the first ext_mem_bytes of the board's memory.
+        image = bytes(self.memory[:self.config.ext_mem_bytes])
+        self._pending = IsaSim(self.config).run(boot, image, max_cycles=self.regs["MAX_CYCLES"])
         self._polls_left = self.busy_polls
 
     def _finish(self) -> None:
