@@ -41,7 +41,7 @@ import tty
 
 from hw.board.protocol import (MAX_PAYLOAD, REQ_HEADER, SYNC_REQ, BOARD_ID, Command, Status, crc8,
                                encode_reply)
-from hw.csr import BY_NAME, HW_ID, REGISTERS, UNITS, bit, hw_config_value
+from hw.csr import HW_ID, REGISTERS, UNITS, bit, hw_config_value
 from isa.config import NpuConfig
 from isa.program import Program
 
