@@ -47,7 +47,8 @@ DEFAULT_BAUD = 115200
 DEFAULT_TIMEOUT = 1.0       # seconds a reply may take beyond its wire time
 MIN_CLOCK_HZ = 1_000_000    # the slowest NPU clock the host waits for (see the module text)
 POLL_INTERVAL = 0.002       # seconds between STATUS polls
-CFLAGS = ["-std=c99", "-O2", "-fPIC", "-shared"]
+# NPU_XFER_BYTES: the driver stages memory transfers in blocks of one full bridge frame.
+CFLAGS = ["-std=c99", "-O2", "-fPIC", "-shared", "-DNPU_XFER_BYTES=1024"]
 
 
 class BoardError(InvalidInput):
