@@ -33,7 +33,7 @@ from pathlib import Path
 
 import numpy as np
 
-from hw.board.protocol import BOARD_ID
+from hw.board.protocol import BOARD_ID, MAX_PAYLOAD, REQ_HEADER
 from hw.csr import BY_NAME, HW_ID, UNITS
 from isa.instructions import ErrorCode
 from isa.program import Program
@@ -80,7 +80,7 @@ class UartC(C.Structure):
     _fields_ = [("fd", C.c_int), ("owns_fd", C.c_int), ("baud", C.c_uint32), ("timeout_ms", C.c_uint32),
                 ("max_retries", C.c_uint32), ("requests", C.c_uint32), ("retries", C.c_uint32),
                 ("bridge_status", C.c_uint8), ("os_error", C.c_int), ("error", C.c_char * 256),
-                ("frame", C.c_uint8 * (8 + 1024 + 1))]
+                ("frame", C.c_uint8 * (REQ_HEADER + MAX_PAYLOAD + 1))]
 
 
 def _sources() -> list[Path]:

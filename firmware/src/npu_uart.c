@@ -9,6 +9,10 @@
  * to the next attempt.
  */
 #define _POSIX_C_SOURCE 200809L
+/* CRTSCTS (hardware flow control, to be cleared) is not POSIX: glibc, musl and macOS show it
+ * with these. */
+#define _DEFAULT_SOURCE
+#define _DARWIN_C_SOURCE
 
 #include <errno.h>
 #include <fcntl.h>
