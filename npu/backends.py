@@ -128,12 +128,7 @@ def run(model: Model, inputs: dict[str, np.ndarray], backend: str, config: NpuCo
         from sim.reference import run_graph
 
         return run_graph(model.graph, inputs), None
-    program = compile_model(model, config)
-    try:
-        program.check_runs_on(config or program.config, model.source)
-    except ProgramFormatError as e:
-        raise InvalidInput(str(e)) from None
-    _check_inputs(program, inputs, model.source)
+    program = check_program(compile_model(model, config), config, inputs, model.source)
     expected = estimate_cycles(program)
     limit = max_cycles if max_cycles is not None else WATCHDOG_FACTOR * expected + WATCHDOG_MARGIN
     if backend == "isa":
@@ -158,6 +153,18 @@ def run(model: Model, inputs: dict[str, np.ndarray], backend: str, config: NpuCo
         raise InvalidInput(f"{model.source}: the NPU stopped with error {result.error_code.name} "
                            f"at instruction {stop_pc}")
     return program.read_outputs(result.memory), {"cycles": result.cycles, "busy": busy}
+
+
+def check_program(program: Program, config: NpuConfig | None, inputs: dict[str, np.ndarray],
+                  source: str) -> Program:
+    """``program`` if it runs on ``config`` and ``inputs`` match its input bindings (shapes,
+    dtypes); otherwise InvalidInput naming the mismatch."""
+    try:
+        program.check_runs_on(config or program.config, source)
+    except ProgramFormatError as e:
+        raise InvalidInput(str(e)) from None
+    _check_inputs(program, inputs, source)
+    return program
 
 
 def _check_inputs(program: Program, inputs: dict[str, np.ndarray], source: str) -> None:

@@ -1,5 +1,5 @@
 """The `npu` command line: one entry point for every user-facing flow (run, compile, estimate,
-conformance).
+conformance, board).
 
 Exit codes: 0 success, 2 invalid input (unreadable/malformed file, illegal graph), 3 well-formed
 but unsupported input.  User errors print one line to stderr, never a traceback.
@@ -81,7 +81,40 @@ def build_parser() -> argparse.ArgumentParser:
 
     sweep.add_arguments(est)
     conformance.add_parser(sub)
+    _add_board_parser(sub)
     return parser
+
+
+def _add_board_parser(sub) -> None:
+    board = sub.add_parser("board", help="run a model on an FPGA board through its UART bridge",
+                           description="Talk to an NPU on an FPGA board through the UART bridge "
+                                       "(hw/board/protocol.py) with the C driver (firmware/).")
+    bsub = board.add_subparsers(dest="board_command", metavar="ACTION", required=True)
+
+    def link_args(p):
+        p.add_argument("--port", required=True, metavar="PORT", help="serial port, e.g. /dev/ttyUSB0")
+        p.add_argument("--baud", type=int, default=115200, metavar="N",
+                       help="bits per second, 8N1 (default: %(default)s)")
+        p.add_argument("--timeout", type=float, default=1.0, metavar="S",
+                       help="seconds a reply may take beyond its time on the wire; a request "
+                            "without a reply is sent again 3 times (default: %(default)s)")
+
+    run = bsub.add_parser("run", help="run a model or compiled program on the board",
+                          description="Run MODEL on the board: check HW_ID/HW_CONFIG, load the image "
+                                      "and the inputs, start, wait, report status and cycles, save the outputs.")
+    run.add_argument("model", metavar="MODEL", help="model file (.tosa, ...) or compiled program (.npuprog)")
+    run.add_argument("--inputs", metavar="IN.npz", required=True,
+                     help="inputs keyed by graph input name (one array under any key for a single-input graph)")
+    run.add_argument("--output", metavar="OUT.npz", required=True, help="where to save outputs, keyed by output name")
+    run.add_argument("--max-cycles", type=int, metavar="N",
+                     help="stop the NPU with WATCHDOG after N cycles (default: the compiler's "
+                          "cycle estimate plus a margin)")
+    link_args(run)
+    _add_calibrate_arg(run)
+    _add_config_arg(run)
+    ping = bsub.add_parser("ping", help="check that the bridge answers; print the NPU's HW_ID and HW_CONFIG",
+                           description="PING the board's bridge and read the NPU's identification registers.")
+    link_args(ping)
 
 
 def _load_inputs(path: str) -> dict[str, np.ndarray]:
@@ -151,6 +184,47 @@ def cmd_run(args) -> int:
     return 0
 
 
+def cmd_board(args) -> int:
+    from npu import backends, board
+
+    if args.board_command == "ping":
+        info = board.ping(args.port, args.baud, args.timeout)
+        print(f"{args.port}: bridge 0x{info['board_id']:08X}, round trip {1000 * info['round_trip']:.1f} ms")
+        print(f"HW_ID     0x{info['HW_ID']:08X}")
+        print(f"HW_CONFIG 0x{info['HW_CONFIG']:08X} ({board.describe_hw_config(info['HW_CONFIG'])})")
+        return 0
+    _check_writable(args.output)
+    if args.max_cycles is not None and args.max_cycles <= 0:
+        raise InvalidInput(f"--max-cycles {args.max_cycles}: must be a positive number of cycles")
+    model = backends.load_model(args.model, calibrate=args.calibrate)
+    if model.program is not None and args.config is None:
+        config = model.program.config
+    else:
+        config = _load_config(args.config)
+    inputs = backends.bind_inputs(_load_inputs(args.inputs), model.input_names, args.inputs)
+    if model.quantized is not None:
+        from npu.calibration import quantize_inputs
+
+        inputs = quantize_inputs(model.quantized, inputs)
+    program = backends.compile_model(model, config)
+    program = backends.check_program(program, config, inputs, model.source)
+    limit = args.max_cycles if args.max_cycles is not None else backends.default_max_cycles(program)
+    start = time.perf_counter()
+    result = board.run_on_board(program, inputs, args.port, limit, args.baud, args.timeout, source=model.source)
+    seconds = time.perf_counter() - start
+    saved = dict(result.outputs)
+    if model.quantized is not None:
+        from npu.calibration import dequantize_outputs
+
+        saved.update(dequantize_outputs(model.quantized, result.outputs))
+    write_file(args.output, lambda p: np.savez(p, **saved), "outputs")
+    _print_summary(f"board ({args.port})", inputs, result.outputs, seconds,
+                   {"cycles": result.cycles, "busy": result.busy})
+    print(f"status:  DONE at instruction {result.stop_pc}; {result.requests} frames, "
+          f"{result.retries} retried")
+    return 0
+
+
 def cmd_compile(args) -> int:
     from npu import backends
 
@@ -212,7 +286,8 @@ def cmd_estimate(args) -> int:
     return 0
 
 
-COMMANDS = {"run": cmd_run, "compile": cmd_compile, "estimate": cmd_estimate, "conformance": conformance.run}
+COMMANDS = {"run": cmd_run, "compile": cmd_compile, "estimate": cmd_estimate, "conformance": conformance.run,
+            "board": cmd_board}
 
 
 @contextlib.contextmanager

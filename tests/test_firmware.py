@@ -130,7 +130,7 @@ class ProgramC(C.Structure):
 class DevC(C.Structure):
     _fields_ = [("read32", READ32), ("write32", WRITE32), ("ctx", C.c_void_p), ("idle", IDLE),
                 ("cache_clean", CACHE), ("cache_invalidate", CACHE), ("mem", C.c_void_p),
-                ("mem_size", C.c_size_t)]
+                ("mem_size", C.c_size_t), ("transport", C.c_void_p)]
 
 
 class ResultC(C.Structure):
@@ -154,7 +154,7 @@ def _bind(dll):
         "npu_poll": (C.c_int, [D, R]),
         "npu_wait": (C.c_int, [D, C.c_uint32, R]),
         "npu_irq_ack": (C.c_int, [D]),
-        "npu_read_result": (None, [D, R]),
+        "npu_read_result": (C.c_int, [D, R]),
         "npu_run": (C.c_int, [D, P, C.c_uint32, R]),
         "npu_status_name": (C.c_char_p, [C.c_int]),
         "npu_hw_error_name": (C.c_char_p, [C.c_uint32]),
@@ -533,6 +533,136 @@ def test_slice_runs_through_the_driver(lib, slice_programs, config):
     np.testing.assert_array_equal(out, expected)
     t = prog.outputs[o]
     assert dev.cache_ops[-1] == ("invalidate", t.addr, t.nbytes)
+
+
+# -- transports ------------------------------------------------------------------------------------------
+CSR_READ = C.CFUNCTYPE(C.c_int, C.c_void_p, C.c_uint32, C.POINTER(C.c_uint32))
+CSR_WRITE = C.CFUNCTYPE(C.c_int, C.c_void_p, C.c_uint32, C.c_uint32)
+MEM_READ = C.CFUNCTYPE(C.c_int, C.c_void_p, C.c_uint32, C.c_void_p, C.c_size_t)
+MEM_WRITE = C.CFUNCTYPE(C.c_int, C.c_void_p, C.c_uint32, C.c_void_p, C.c_size_t)
+
+
+class TransportC(C.Structure):
+    _fields_ = [("name", C.c_char_p), ("csr_read", CSR_READ), ("csr_write", CSR_WRITE),
+                ("mem_read", MEM_READ), ("mem_write", MEM_WRITE)]
+
+
+class PyTransport:
+    """A transport written in Python over a RegisterModel and a memory array, as a link would
+    be: it logs every access and fails the ``fail_at``-th one (counting from 0) with NPU_E_IO."""
+
+    def __init__(self, config: NpuConfig, mem_size: int, fail_at: int | None = None):
+        self.mem = np.zeros(mem_size, dtype=np.uint8)
+        self.model = RegisterModel(config, self.mem)
+        self.fail_at, self.count, self.log = fail_at, 0, []
+        self.c = TransportC(b"python", CSR_READ(self._csr_read), CSR_WRITE(self._csr_write),
+                            MEM_READ(self._mem_read), MEM_WRITE(self._mem_write))
+        self.dev = DevC()
+        self.dev.mem_size, self.dev.transport = mem_size, C.addressof(self.c)
+
+    @property
+    def ref(self):
+        return C.byref(self.dev)
+
+    def _access(self, entry) -> bool:
+        self.log.append(entry)
+        self.count += 1
+        return self.count - 1 == self.fail_at
+
+    def _csr_read(self, dev, offset, value):
+        if self._access(("csr_read", offset)):
+            return S.NPU_E_IO
+        value[0] = self.model.read(offset)
+        return S.NPU_OK
+
+    def _csr_write(self, dev, offset, value):
+        if self._access(("csr_write", offset)):
+            return S.NPU_E_IO
+        self.model.write(offset, value)
+        return S.NPU_OK
+
+    def _mem_read(self, dev, addr, data, n):
+        if self._access(("mem_read", addr, n)):
+            return S.NPU_E_IO
+        C.memmove(data, self.mem[addr:addr + n].ctypes.data, n)
+        return S.NPU_OK
+
+    def _mem_write(self, dev, addr, data, n):
+        if self._access(("mem_write", addr, n)):
+            return S.NPU_E_IO
+        self.mem[addr:addr + n] = np.frombuffer(C.string_at(data, n), dtype=np.uint8)
+        return S.NPU_OK
+
+
+def _run_over(lib, t: PyTransport, prog, program: Program, x: np.ndarray, out: np.ndarray):
+    """The whole run sequence through ``t``: the first failing status, or NPU_OK."""
+    p, result = C.byref(prog), ResultC()
+    for step in (lambda: lib.npu_check_hw(t.ref, p), lambda: lib.npu_load(t.ref, p),
+                 lambda: lib.npu_set_input(t.ref, p, 0, x.ctypes.data, x.nbytes),
+                 lambda: lib.npu_run(t.ref, p, 100, C.byref(result)),
+                 lambda: min(lib.npu_irq_ack(t.ref), 0),          # 1: it was pending
+                 lambda: lib.npu_get_output(t.ref, p, 0, out.ctypes.data, out.nbytes)):
+        status = step()
+        t.model.check()
+        if status != S.NPU_OK:
+            return status, result
+    return S.NPU_OK, result
+
+
+def test_custom_transport_runs_the_slice(lib, slice_programs):
+    """Every access goes through the transport: the memory image is exact, memory moves in
+    address order in blocks of at most NPU_XFER_BYTES (256), the counters are the simulator's."""
+    config = SMALL_CONFIG
+    program = slice_programs[config]
+    inputs = dict(np.load(SLICE / "input.npz"))
+    expected = np.load(SLICE / "expected.npz")["output"]
+    t = PyTransport(config, _mem_size(program))
+    prog = _parsed(lib, program.to_bytes())
+    x, out = np.ascontiguousarray(inputs["input"]), np.zeros(expected.shape, dtype=expected.dtype)
+    status, result = _run_over(lib, t, prog, program, x, out)
+    assert status == S.NPU_OK
+    np.testing.assert_array_equal(out, expected)
+    assert result.cycles == IsaSim(config).run(program, program.memory_image(inputs)).cycles
+    writes = [e for e in t.log if e[0] == "mem_write"]
+    assert all(0 < n <= 256 for _, _, n in writes)
+    # npu_load writes each byte of [0, extent) once, npu_set_input the input's bytes again...
+    times = np.zeros(program.memory_extent(), dtype=np.int64)
+    for _, addr, n in writes:
+        times[addr:addr + n] += 1
+    expect = np.ones_like(times)
+    expect[prog.inputs[0].addr:prog.inputs[0].addr + prog.inputs[0].nbytes] = 2
+    np.testing.assert_array_equal(times, expect)
+    reads = [e for e in t.log if e[0] == "mem_read"]    # ... and the output is read in order
+    assert [a for _, a, _ in reads] == sorted(a for _, a, _ in reads)
+    assert sum(n for _, _, n in reads) == prog.outputs[0].nbytes
+
+
+def test_every_transport_failure_is_returned(lib, slice_programs):
+    """Failing any one access makes the run sequence return NPU_E_IO at that step: no value
+    that was not read is acted on, and nothing after the failure is done."""
+    config = SMALL_CONFIG
+    program = slice_programs[config]
+    x = np.ascontiguousarray(np.load(SLICE / "input.npz")["input"])
+    out = np.zeros((1, 12, 11, 20), dtype=np.int8)
+    prog = _parsed(lib, program.to_bytes())
+    total = PyTransport(config, _mem_size(program))
+    assert _run_over(lib, total, prog, program, x, out)[0] == S.NPU_OK
+    for k in range(total.count):
+        t = PyTransport(config, _mem_size(program), fail_at=k)
+        status, _ = _run_over(lib, t, prog, program, x, out)
+        assert status == S.NPU_E_IO, (k, total.log[k], lib.npu_status_name(status))
+        assert t.count == k + 1, (k, total.log[k])      # the failed access was the last one
+
+
+def test_mmio_transport_by_name_is_the_default(lib, slice_programs):
+    """transport = &npu_mmio_transport behaves as NULL (the hooks and the memory window)."""
+    program = slice_programs[SMALL_CONFIG]
+    dev = Device(SMALL_CONFIG, _mem_size(program))
+    dev.c.transport = C.addressof(TransportC.in_dll(lib, "npu_mmio_transport"))
+    prog = _parsed(lib, program.to_bytes())
+    assert dev.call(lib.npu_check_hw, C.byref(prog)) == S.NPU_OK
+    assert lib.npu_load(dev.ref, C.byref(prog)) == S.NPU_OK
+    assert bytes(dev.mem[:program.memory_extent()]) == bytes(program.memory_image({"input": np.zeros((1, 12, 11, 5), np.int8)}))
 
 
 def _asm_program(config: NpuConfig, text: str, program_addr: int = 0) -> Program:

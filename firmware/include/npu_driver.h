@@ -1,9 +1,11 @@
 /* Portable host driver for the NPU: program images, external memory, registers, runs.
  *
  * C99, no operating system: the only dependencies are <stdint.h>, <stddef.h> and <string.h>,
- * no dynamic allocation.  The host supplies register access (function pointers in npu_dev_t,
- * or the NPU_REG_READ/NPU_REG_WRITE macros at compile time) and the CPU's view of the NPU's
- * external memory.  See firmware/README.md for the run sequence.
+ * no dynamic allocation.  Every register and external-memory access goes through a
+ * transport (npu_transport_t): the memory-mapped one (register hooks or the
+ * NPU_REG_READ/NPU_REG_WRITE macros, and the CPU's view of the NPU's external memory) is
+ * built in; the UART bridge transport is npu_uart.h.  See firmware/README.md for the run
+ * sequence.
  *
  * Program images (.npuprog, isa/program.py) are parsed in place: the driver reads the JSON
  * header with a purpose-built scanner and keeps pointers into the image, which must stay
@@ -54,7 +56,9 @@ typedef enum npu_status {
     NPU_E_BUSY = -11,       /* npu_start while the NPU runs */
     NPU_E_TIMEOUT = -12,    /* npu_wait gave up */
     NPU_E_NPU = -13,        /* the NPU stopped with an error: see npu_result_t */
-    NPU_E_STATE = -14       /* STATUS is neither busy nor stopped: the NPU was not started */
+    NPU_E_STATE = -14,      /* STATUS is neither busy nor stopped: the NPU was not started */
+    NPU_E_IO = -15          /* the transport failed: no reply, malformed replies, an error reply
+                             * or an OS error (the transport's own state says which) */
 } npu_status_t;
 
 /* The configuration a program was compiled for (isa.config.NpuConfig). */
@@ -102,8 +106,30 @@ typedef struct npu_program {
     size_t error_offset;    /* ... and the image byte where it was found */
 } npu_program_t;
 
+struct npu_dev;
+
+/* A transport: how the driver reaches the NPU's registers (32-bit, at byte offsets
+ * NPU_REG_*) and its external memory (byte addresses).  Every device access of the driver
+ * goes through these four functions; each returns NPU_OK or an error (NPU_E_IO when the
+ * link failed, NPU_E_MEMORY for an access outside the memory, NPU_E_ARG), and a failed
+ * access has no effect the driver relies on.  A transport keeps its state in dev->ctx. */
+typedef struct npu_transport {
+    const char *name;
+    npu_status_t (*csr_read)(const struct npu_dev *dev, uint32_t offset, uint32_t *value);
+    npu_status_t (*csr_write)(const struct npu_dev *dev, uint32_t offset, uint32_t value);
+    npu_status_t (*mem_read)(const struct npu_dev *dev, uint32_t addr, void *data, size_t bytes);
+    npu_status_t (*mem_write)(const struct npu_dev *dev, uint32_t addr, const void *data,
+                              size_t bytes);
+} npu_transport_t;
+
+/* The memory-mapped transport: registers through read32/write32 (or the NPU_REG_READ and
+ * NPU_REG_WRITE macros), memory as dev->mem[0, mem_size).  A device whose `transport` is
+ * NULL uses it, with direct calls (no function pointer) so that the macros inline. */
+extern const npu_transport_t npu_mmio_transport;
+
 /* One NPU instance.  The caller fills every field before use (the hooks marked optional may
- * be NULL); the driver keeps no other state. */
+ * be NULL, and `transport` NULL selects the memory-mapped transport); the driver keeps no
+ * other state. */
 typedef struct npu_dev {
     /* Register access at byte offsets NPU_REG_*.  Both must be ordered device accesses: a
      * write32 that starts the NPU must not overtake earlier writes to external memory (use
@@ -121,6 +147,10 @@ typedef struct npu_dev {
      * a < mem_size.  Programs must fit below mem_size. */
     uint8_t *mem;
     size_t mem_size;
+    /* How the driver reaches the NPU: NULL (or &npu_mmio_transport) for the fields above;
+     * another transport (npu_uart_transport) keeps its state in ctx and needs only
+     * mem_size (the board's external memory) and, optionally, idle. */
+    const npu_transport_t *transport;
 } npu_dev_t;
 
 /* What the NPU reported when it stopped. */
@@ -131,6 +161,13 @@ typedef struct npu_result {
     uint64_t cycles;        /* CYCLES: from START to the stop */
     uint64_t unit_busy[NPU_UNIT_COUNT];   /* busy cycles, NPU_FOR_EACH_UNIT_COUNTER order */
 } npu_result_t;
+
+/* -- raw device access through the device's transport ------------------------------------ */
+
+npu_status_t npu_csr_read(const npu_dev_t *dev, uint32_t offset, uint32_t *value);
+npu_status_t npu_csr_write(const npu_dev_t *dev, uint32_t offset, uint32_t value);
+npu_status_t npu_mem_read(const npu_dev_t *dev, uint32_t addr, void *data, size_t bytes);
+npu_status_t npu_mem_write(const npu_dev_t *dev, uint32_t addr, const void *data, size_t bytes);
 
 /* -- program images (no device access) -------------------------------------------------- */
 
@@ -162,7 +199,7 @@ npu_status_t npu_get_output(const npu_dev_t *dev, const npu_program_t *prog, uin
 /* -- the device ----------------------------------------------------------------------------- */
 
 /* Fill `dev` with memory-mapped register access at `regs` (volatile 32-bit loads/stores)
- * and the external memory window; the optional hooks are cleared. */
+ * and the external memory window; the optional hooks and the transport are cleared. */
 void npu_dev_init_mmio(npu_dev_t *dev, volatile void *regs, uint8_t *mem, size_t mem_size);
 
 /* The HW_CONFIG value an NPU built for `config` reads. */
@@ -191,11 +228,12 @@ npu_status_t npu_poll(const npu_dev_t *dev, npu_result_t *result);
  * (0: no limit), then NPU_E_TIMEOUT. */
 npu_status_t npu_wait(const npu_dev_t *dev, uint32_t max_polls, npu_result_t *result);
 
-/* For the interrupt handler: 1 if IRQ_STATUS.PENDING was set (and is now cleared), else 0. */
+/* For the interrupt handler: 1 if IRQ_STATUS.PENDING was set (and is now cleared), else 0;
+ * a negative npu_status_t if the transport failed. */
 int npu_irq_ack(const npu_dev_t *dev);
 
 /* Read the stop registers (STATUS, ERROR_CODE, STOP_PC, counters) into `result`. */
-void npu_read_result(const npu_dev_t *dev, npu_result_t *result);
+npu_status_t npu_read_result(const npu_dev_t *dev, npu_result_t *result);
 
 /* npu_check_hw, npu_start (no interrupt), npu_wait. */
 npu_status_t npu_run(const npu_dev_t *dev, const npu_program_t *prog, uint32_t max_polls,

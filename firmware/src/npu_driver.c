@@ -1,18 +1,12 @@
 /* Register-level control of the NPU: identification, start, status, interrupt, counters.
  *
- * Register access goes through NPU_REG_READ/NPU_REG_WRITE.  By default they call the hooks
- * of npu_dev_t; a bare-metal build can define them for direct MMIO instead, e.g.
- *   -D'NPU_REG_READ(dev,off)=(*(volatile uint32_t *)(0x40000000u + (off)))'
- *   -D'NPU_REG_WRITE(dev,off,v)=(*(volatile uint32_t *)(0x40000000u + (off)) = (v))'
+ * Every register access goes through the device's transport (npu_transport.c), and every
+ * failed access is returned to the caller: over a link (the UART bridge) a register read can
+ * fail, and a value that was never read must not be acted on.
  */
 #include "npu_driver.h"
 
-#ifndef NPU_REG_READ
-#define NPU_REG_READ(dev, off) ((dev)->read32((dev)->ctx, (off)))
-#endif
-#ifndef NPU_REG_WRITE
-#define NPU_REG_WRITE(dev, off, v) ((dev)->write32((dev)->ctx, (off), (v)))
-#endif
+#define TRY(expr) do { npu_status_t s_ = (expr); if (s_ != NPU_OK) return s_; } while (0)
 
 static uint32_t mmio_read(void *ctx, uint32_t offset)
 {
@@ -34,6 +28,7 @@ void npu_dev_init_mmio(npu_dev_t *dev, volatile void *regs, uint8_t *mem, size_t
     dev->cache_invalidate = 0;
     dev->mem = mem;
     dev->mem_size = mem_size;
+    dev->transport = 0;
 }
 
 uint32_t npu_expected_hw_config(const npu_config_t *config)
@@ -50,67 +45,78 @@ uint32_t npu_expected_hw_config(const npu_config_t *config)
 
 npu_status_t npu_check_hw(const npu_dev_t *dev, const npu_program_t *prog)
 {
+    uint32_t value;
     if (!dev || !prog)
         return NPU_E_ARG;
-    if (NPU_REG_READ(dev, NPU_REG_HW_ID) != NPU_HW_ID_VALUE)
+    TRY(npu_csr_read(dev, NPU_REG_HW_ID, &value));
+    if (value != NPU_HW_ID_VALUE)
         return NPU_E_HW_ID;
-    if (NPU_REG_READ(dev, NPU_REG_HW_CONFIG) != npu_expected_hw_config(&prog->config))
+    TRY(npu_csr_read(dev, NPU_REG_HW_CONFIG, &value));
+    if (value != npu_expected_hw_config(&prog->config))
         return NPU_E_HW_CONFIG;
     return NPU_OK;
+}
+
+/* NPU_E_BUSY if STATUS reads BUSY, NPU_OK if not, or the transport's error. */
+static npu_status_t check_idle(const npu_dev_t *dev)
+{
+    uint32_t status;
+    TRY(npu_csr_read(dev, NPU_REG_STATUS, &status));
+    return (status & NPU_STATUS_BUSY_MASK) ? NPU_E_BUSY : NPU_OK;
 }
 
 npu_status_t npu_set_watchdog(const npu_dev_t *dev, uint32_t max_cycles)
 {
     if (!dev)
         return NPU_E_ARG;
-    if (NPU_REG_READ(dev, NPU_REG_STATUS) & NPU_STATUS_BUSY_MASK)
-        return NPU_E_BUSY;
-    NPU_REG_WRITE(dev, NPU_REG_MAX_CYCLES, max_cycles);
-    return NPU_OK;
+    TRY(check_idle(dev));
+    return npu_csr_write(dev, NPU_REG_MAX_CYCLES, max_cycles);
 }
 
 npu_status_t npu_start(const npu_dev_t *dev, const npu_program_t *prog, uint32_t flags)
 {
     if (!dev || !prog)
         return NPU_E_ARG;
-    if (NPU_REG_READ(dev, NPU_REG_STATUS) & NPU_STATUS_BUSY_MASK)
-        return NPU_E_BUSY;
-    NPU_REG_WRITE(dev, NPU_REG_IRQ_STATUS, NPU_IRQ_STATUS_PENDING_MASK);
-    NPU_REG_WRITE(dev, NPU_REG_PROG_ADDR, prog->program_addr);
-    NPU_REG_WRITE(dev, NPU_REG_PROG_LEN, prog->instructions);
-    NPU_REG_WRITE(dev, NPU_REG_IRQ_ENABLE, (flags & NPU_START_IRQ) ? NPU_IRQ_ENABLE_STOP_MASK : 0u);
+    TRY(check_idle(dev));
+    TRY(npu_csr_write(dev, NPU_REG_IRQ_STATUS, NPU_IRQ_STATUS_PENDING_MASK));
+    TRY(npu_csr_write(dev, NPU_REG_PROG_ADDR, prog->program_addr));
+    TRY(npu_csr_write(dev, NPU_REG_PROG_LEN, prog->instructions));
+    TRY(npu_csr_write(dev, NPU_REG_IRQ_ENABLE, (flags & NPU_START_IRQ) ? NPU_IRQ_ENABLE_STOP_MASK : 0u));
     /* The NPU reads the program, constants and inputs from memory: make them visible. */
     if (dev->cache_clean && dev->mem)
         dev->cache_clean(dev->ctx, dev->mem, (size_t)prog->extent);
-    NPU_REG_WRITE(dev, NPU_REG_CTRL, NPU_CTRL_START_MASK);
-    return NPU_OK;
+    return npu_csr_write(dev, NPU_REG_CTRL, NPU_CTRL_START_MASK);
 }
 
 /* A 64-bit counter from LO/HI words, re-read if HI changed in between (counters only move
  * while the NPU runs, but the driver may be asked for them at any time). */
-static uint64_t read_counter(const npu_dev_t *dev, uint32_t lo_reg, uint32_t hi_reg)
+static npu_status_t read_counter(const npu_dev_t *dev, uint32_t lo_reg, uint32_t hi_reg, uint64_t *value)
 {
     uint32_t hi, lo, hi2;
-    hi = NPU_REG_READ(dev, hi_reg);
+    TRY(npu_csr_read(dev, hi_reg, &hi));
     for (;;) {
-        lo = NPU_REG_READ(dev, lo_reg);
-        hi2 = NPU_REG_READ(dev, hi_reg);
+        TRY(npu_csr_read(dev, lo_reg, &lo));
+        TRY(npu_csr_read(dev, hi_reg, &hi2));
         if (hi2 == hi)
             break;
         hi = hi2;
     }
-    return (uint64_t)hi << 32 | lo;
+    *value = (uint64_t)hi << 32 | lo;
+    return NPU_OK;
 }
 
-void npu_read_result(const npu_dev_t *dev, npu_result_t *result)
+npu_status_t npu_read_result(const npu_dev_t *dev, npu_result_t *result)
 {
-    result->status = NPU_REG_READ(dev, NPU_REG_STATUS);
-    result->error_code = NPU_REG_READ(dev, NPU_REG_ERROR_CODE);
-    result->stop_pc = NPU_REG_READ(dev, NPU_REG_STOP_PC);
-    result->cycles = read_counter(dev, NPU_REG_CYCLES_LO, NPU_REG_CYCLES_HI);
-#define NPU_UNIT_READ_(i, name, lo, hi) result->unit_busy[i] = read_counter(dev, lo, hi);
+    if (!dev || !result)
+        return NPU_E_ARG;
+    TRY(npu_csr_read(dev, NPU_REG_STATUS, &result->status));
+    TRY(npu_csr_read(dev, NPU_REG_ERROR_CODE, &result->error_code));
+    TRY(npu_csr_read(dev, NPU_REG_STOP_PC, &result->stop_pc));
+    TRY(read_counter(dev, NPU_REG_CYCLES_LO, NPU_REG_CYCLES_HI, &result->cycles));
+#define NPU_UNIT_READ_(i, name, lo, hi) TRY(read_counter(dev, lo, hi, &result->unit_busy[i]));
     NPU_FOR_EACH_UNIT_COUNTER(NPU_UNIT_READ_)
 #undef NPU_UNIT_READ_
+    return NPU_OK;
 }
 
 npu_status_t npu_poll(const npu_dev_t *dev, npu_result_t *result)
@@ -118,12 +124,12 @@ npu_status_t npu_poll(const npu_dev_t *dev, npu_result_t *result)
     uint32_t status;
     if (!dev || !result)
         return NPU_E_ARG;
-    status = NPU_REG_READ(dev, NPU_REG_STATUS);
+    TRY(npu_csr_read(dev, NPU_REG_STATUS, &status));
     if (status & NPU_STATUS_BUSY_MASK)
         return NPU_RUNNING;
     if (!(status & (NPU_STATUS_DONE_MASK | NPU_STATUS_ERROR_MASK)))
         return NPU_E_STATE;
-    npu_read_result(dev, result);
+    TRY(npu_read_result(dev, result));
     return (result->status & NPU_STATUS_ERROR_MASK) ? NPU_E_NPU : NPU_OK;
 }
 
@@ -143,10 +149,13 @@ npu_status_t npu_wait(const npu_dev_t *dev, uint32_t max_polls, npu_result_t *re
 
 int npu_irq_ack(const npu_dev_t *dev)
 {
-    if (!(NPU_REG_READ(dev, NPU_REG_IRQ_STATUS) & NPU_IRQ_STATUS_PENDING_MASK))
+    uint32_t pending;
+    npu_status_t s = npu_csr_read(dev, NPU_REG_IRQ_STATUS, &pending);
+    if (s == NPU_OK && (pending & NPU_IRQ_STATUS_PENDING_MASK))
+        s = npu_csr_write(dev, NPU_REG_IRQ_STATUS, NPU_IRQ_STATUS_PENDING_MASK);
+    else if (s == NPU_OK)
         return 0;
-    NPU_REG_WRITE(dev, NPU_REG_IRQ_STATUS, NPU_IRQ_STATUS_PENDING_MASK);
-    return 1;
+    return s == NPU_OK ? 1 : (int)s;
 }
 
 npu_status_t npu_run(const npu_dev_t *dev, const npu_program_t *prog, uint32_t max_polls,
@@ -168,7 +177,7 @@ const char *npu_status_name(npu_status_t status)
     NPU_NAME_(NPU_E_VERSION) NPU_NAME_(NPU_E_TRUNCATED) NPU_NAME_(NPU_E_HEADER)
     NPU_NAME_(NPU_E_LIMIT) NPU_NAME_(NPU_E_HW_ID) NPU_NAME_(NPU_E_HW_CONFIG)
     NPU_NAME_(NPU_E_MEMORY) NPU_NAME_(NPU_E_TENSOR) NPU_NAME_(NPU_E_BUSY)
-    NPU_NAME_(NPU_E_TIMEOUT) NPU_NAME_(NPU_E_NPU) NPU_NAME_(NPU_E_STATE)
+    NPU_NAME_(NPU_E_TIMEOUT) NPU_NAME_(NPU_E_NPU) NPU_NAME_(NPU_E_STATE) NPU_NAME_(NPU_E_IO)
 #undef NPU_NAME_
     }
     return "NPU_E_UNKNOWN";

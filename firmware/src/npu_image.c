@@ -479,16 +479,165 @@ int npu_find_output(const npu_program_t *prog, const char *name)
 
 /* -- external memory -------------------------------------------------------------------- */
 
+/* Staging buffer of the memory transfers, on the stack of npu_load, npu_set_input and
+ * npu_get_output: external memory is reached only through the transport, in blocks of up
+ * to this many bytes (one frame of the UART bridge carries at most 1024).  At least 8 (the
+ * largest element). */
+#ifndef NPU_XFER_BYTES
+#define NPU_XFER_BYTES 256
+#endif
+#if NPU_XFER_BYTES < 8
+#error "NPU_XFER_BYTES must hold the largest element (8 bytes)"
+#endif
+
+/* A sequential stream over external memory through the transport.  The layout converters
+ * below visit external memory strictly in address order, so a write stream coalesces their
+ * element runs into whole-buffer mem_write calls and a read stream serves them from
+ * whole-buffer mem_read calls.  The first transport error sticks in `status`; later calls
+ * then do nothing but keep pointers valid, and the caller returns that error. */
+typedef struct ext_stream {
+    const npu_dev_t *dev;
+    uint32_t base;          /* external address of buf[0] */
+    size_t fill;            /* write: bytes buffered; read: bytes valid in buf */
+    size_t pos;             /* read: next byte of buf */
+    uint64_t end;           /* read: end of the region, never read past */
+    npu_status_t status;
+    uint8_t buf[NPU_XFER_BYTES];
+} ext_stream_t;
+
+static void stream_init(ext_stream_t *s, const npu_dev_t *dev, uint32_t addr, uint64_t end)
+{
+    s->dev = dev;
+    s->base = addr;
+    s->fill = s->pos = 0;
+    s->end = end;
+    s->status = NPU_OK;
+}
+
+static void stream_flush(ext_stream_t *s)
+{
+    if (s->fill && s->status == NPU_OK)
+        s->status = npu_mem_write(s->dev, s->base, s->buf, s->fill);
+    s->base += (uint32_t)s->fill;
+    s->fill = 0;
+}
+
+/* Write: room for `size` bytes at the write position. */
+static uint8_t *stream_put_slot(ext_stream_t *s, size_t size)
+{
+    uint8_t *p;
+    if (s->fill + size > NPU_XFER_BYTES)
+        stream_flush(s);
+    p = s->buf + s->fill;
+    s->fill += size;
+    return p;
+}
+
+/* Write `n` bytes of `src` (NULL: zeros). */
+static void stream_put(ext_stream_t *s, const uint8_t *src, uint64_t n)
+{
+    while (n) {
+        size_t room = NPU_XFER_BYTES - s->fill, k = n < room ? (size_t)n : room;
+        if (!room) {
+            stream_flush(s);
+            continue;
+        }
+        if (src) {
+            memcpy(s->buf + s->fill, src, k);
+            src += k;
+        } else {
+            memset(s->buf + s->fill, 0, k);
+        }
+        s->fill += k;
+        n -= k;
+    }
+}
+
+/* Read: make at least `size` bytes available at buf + pos (refilling from the position). */
+static void stream_refill(ext_stream_t *s, size_t size)
+{
+    uint64_t left;
+    if (s->pos + size <= s->fill)
+        return;
+    s->base += (uint32_t)s->pos;
+    s->pos = 0;
+    left = s->end > s->base ? s->end - s->base : 0;
+    s->fill = left < NPU_XFER_BYTES ? (size_t)left : NPU_XFER_BYTES;
+    if (s->fill < size) {               /* a converter bug: never read past the tensor */
+        memset(s->buf, 0, NPU_XFER_BYTES);
+        s->fill = NPU_XFER_BYTES;
+        if (s->status == NPU_OK)
+            s->status = NPU_E_ARG;
+    } else if (s->status == NPU_OK) {
+        s->status = npu_mem_read(s->dev, s->base, s->buf, s->fill);
+    }
+}
+
+static const uint8_t *stream_get_slot(ext_stream_t *s, size_t size)
+{
+    const uint8_t *p;
+    stream_refill(s, size);
+    p = s->buf + s->pos;
+    s->pos += size;
+    return p;
+}
+
+/* Read `n` bytes into `dst` (NULL: skip them). */
+static void stream_get(ext_stream_t *s, uint8_t *dst, uint64_t n)
+{
+    while (n) {
+        size_t k;
+        stream_refill(s, 1);
+        k = s->fill - s->pos;
+        if (k > n)
+            k = (size_t)n;
+        if (dst) {
+            memcpy(dst, s->buf + s->pos, k);
+            dst += k;
+        }
+        s->pos += k;
+        n -= k;
+    }
+}
+
+/* Zero external memory [0, prog->extent) where no segment lies, then write the segments:
+ * over a link, the bytes a segment will cover are sent once. */
 npu_status_t npu_load(const npu_dev_t *dev, const npu_program_t *prog)
 {
+    ext_stream_t st;
+    uint64_t cursor = 0;
     uint32_t i;
-    if (!dev || !prog || !dev->mem)
+    if (!dev || !prog || (!dev->transport && !dev->mem))
         return NPU_E_ARG;
     if (prog->extent > dev->mem_size)
         return NPU_E_MEMORY;
-    memset(dev->mem, 0, (size_t)prog->extent);
-    for (i = 0; i < prog->n_segments; i++)
-        memcpy(dev->mem + prog->segments[i].addr, prog->segments[i].data, prog->segments[i].size);
+    while (cursor < prog->extent) {
+        uint64_t next = prog->extent;
+        int covered = 0;
+        for (i = 0; i < prog->n_segments; i++) {
+            const npu_segment_t *seg = &prog->segments[i];
+            if (seg->addr <= cursor && cursor < (uint64_t)seg->addr + seg->size) {
+                cursor = (uint64_t)seg->addr + seg->size;
+                covered = 1;
+            } else if (seg->addr > cursor && seg->addr < next) {
+                next = seg->addr;
+            }
+        }
+        if (covered)
+            continue;
+        stream_init(&st, dev, (uint32_t)cursor, next);
+        stream_put(&st, NULL, next - cursor);
+        stream_flush(&st);
+        TRY(st.status);
+        cursor = next;
+    }
+    for (i = 0; i < prog->n_segments; i++) {
+        const npu_segment_t *seg = &prog->segments[i];
+        stream_init(&st, dev, seg->addr, (uint64_t)seg->addr + seg->size);
+        stream_put(&st, seg->data, seg->size);
+        stream_flush(&st);
+        TRY(st.status);
+    }
     return NPU_OK;
 }
 
@@ -498,25 +647,23 @@ static int host_is_little_endian(void)
     return *(const uint8_t *)&one == 1;
 }
 
-/* Copy `count` elements of `size` bytes between native and little-endian order (the same
+/* Copy one element of `size` bytes between native and little-endian order (the same
  * operation both ways). */
-static void copy_elements(uint8_t *dst, const uint8_t *src, uint64_t count, uint32_t size)
+static void copy_element(uint8_t *dst, const uint8_t *src, uint32_t size)
 {
-    uint64_t i;
     uint32_t b;
     if (size == 1 || host_is_little_endian()) {
-        memcpy(dst, src, (size_t)(count * size));
+        memcpy(dst, src, size);
         return;
     }
-    for (i = 0; i < count; i++)
-        for (b = 0; b < size; b++)
-            dst[i * size + b] = src[i * size + size - 1 - b];
+    for (b = 0; b < size; b++)
+        dst[b] = src[size - 1 - b];
 }
 
 /* Checks shared by npu_set_input and npu_get_output. */
 static npu_status_t tensor_access(const npu_dev_t *dev, const npu_tensor_t *t, const void *data, size_t bytes)
 {
-    if (!dev->mem || (!data && bytes))
+    if ((!dev->transport && !dev->mem) || (!data && bytes))
         return NPU_E_ARG;
     if (t->count > SIZE_MAX / t->itemsize || bytes != (size_t)(t->count * t->itemsize))
         return NPU_E_TENSOR;
@@ -548,59 +695,64 @@ static int is_identity(const npu_tensor_t *t)
     return 1;
 }
 
-/* `count` elements between a contiguous run in external memory and host elements `stride`
- * bytes apart. */
-static void copy_run(uint8_t *ext, uint8_t *host, uint64_t count, uint64_t stride, uint32_t size, int to_ext)
+/* `count` elements between the stream (a contiguous run in external memory) and host
+ * elements `stride` bytes apart. */
+static void copy_run(ext_stream_t *s, uint8_t *host, uint64_t count, uint64_t stride, uint32_t size, int to_ext)
 {
     uint64_t i;
-    if (stride == size) {
+    if (stride == size && (size == 1 || host_is_little_endian())) {
         if (to_ext)
-            copy_elements(ext, host, count, size);
+            stream_put(s, host, count * size);
         else
-            copy_elements(host, ext, count, size);
+            stream_get(s, host, count * size);
         return;
     }
-    for (i = 0; i < count; i++, ext += size, host += stride) {
+    for (i = 0; i < count; i++, host += stride) {
         if (to_ext)
-            copy_elements(ext, host, 1, size);
+            copy_element(stream_put_slot(s, size), host, size);
         else
-            copy_elements(host, ext, 1, size);
+            copy_element(host, stream_get_slot(s, size), size);
     }
+}
+
+/* Padding of `n` bytes: zeros when writing, skipped when reading. */
+static void pad(ext_stream_t *s, uint64_t n, int to_ext)
+{
+    if (to_ext)
+        stream_put(s, NULL, n);
+    else
+        stream_get(s, NULL, n);
 }
 
 /* Between the host array and bricks [N][ceil(C/L)][H][W][L] of the stored NHWC array
  * (isa/layout.py): one run of up to L channels per brick. */
-static void convert_brick(const npu_tensor_t *t, uint64_t lanes, uint8_t *ext, uint8_t *host, int to_ext)
+static void convert_brick(const npu_tensor_t *t, uint64_t lanes, ext_stream_t *s, uint8_t *host, int to_ext)
 {
     uint64_t n, cb, h, w, st[NPU_MAX_RANK];
     uint64_t N = stored_dim(t, 0), H = stored_dim(t, 1), W = stored_dim(t, 2), C = stored_dim(t, 3);
-    uint64_t row = lanes * t->itemsize;
-    uint8_t *brick = ext;
     host_strides(t, st);
     for (n = 0; n < N; n++)
         for (cb = 0; cb * lanes < C; cb++)
             for (h = 0; h < H; h++)
-                for (w = 0; w < W; w++, brick += row) {
+                for (w = 0; w < W; w++) {
                     uint64_t c0 = cb * lanes, used = C - c0 < lanes ? C - c0 : lanes;
                     uint8_t *dense = host + n * st[0] + h * st[1] + w * st[2] + c0 * st[3];
-                    copy_run(brick, dense, used, st[3], t->itemsize, to_ext);
-                    if (to_ext)
-                        memset(brick + used * t->itemsize, 0, (size_t)((lanes - used) * t->itemsize));
+                    copy_run(s, dense, used, st[3], t->itemsize, to_ext);
+                    pad(s, (lanes - used) * t->itemsize, to_ext);
                 }
 }
 
 /* Between the host array and the "rows" layout: the stored array row-major, each run along
  * its last axis padded with zeros to whole L-element vectors (rank 0 reads as [1]). */
-static void convert_rows(const npu_tensor_t *t, uint64_t lanes, uint8_t *ext, uint8_t *host, int to_ext)
+static void convert_rows(const npu_tensor_t *t, uint64_t lanes, ext_stream_t *s, uint8_t *host, int to_ext)
 {
     uint64_t st[NPU_MAX_RANK], idx[NPU_MAX_RANK], run, runs, r, offset = 0, padded;
     uint32_t last, k;
     if (t->count == 0)
         return;
     if (t->rank == 0) {
-        copy_run(ext, host, 1, t->itemsize, t->itemsize, to_ext);
-        if (to_ext)
-            memset(ext + t->itemsize, 0, (size_t)((lanes - 1) * t->itemsize));
+        copy_run(s, host, 1, t->itemsize, t->itemsize, to_ext);
+        pad(s, (lanes - 1) * t->itemsize, to_ext);
         return;
     }
     host_strides(t, st);
@@ -610,10 +762,9 @@ static void convert_rows(const npu_tensor_t *t, uint64_t lanes, uint8_t *ext, ui
     runs = t->count / run;
     for (k = 0; k < last; k++)
         idx[k] = 0;
-    for (r = 0; r < runs; r++, ext += padded) {
-        copy_run(ext, host + offset, run, st[last], t->itemsize, to_ext);
-        if (to_ext)
-            memset(ext + run * t->itemsize, 0, (size_t)(padded - run * t->itemsize));
+    for (r = 0; r < runs; r++) {
+        copy_run(s, host + offset, run, st[last], t->itemsize, to_ext);
+        pad(s, padded - run * t->itemsize, to_ext);
         for (k = last; k-- > 0;) {      /* next stored index, last axes fastest */
             offset += st[k];
             if (++idx[k] < stored_dim(t, k))
@@ -627,55 +778,62 @@ static void convert_rows(const npu_tensor_t *t, uint64_t lanes, uint8_t *ext, ui
 /* Between the host array and the stored array row-major ("flat"): the "rows" layout with
  * one-element vectors, so no padding (runs along the last stored axis, the other stored
  * indices counted like an odometer). */
-static void convert_flat(const npu_tensor_t *t, uint8_t *ext, uint8_t *host, int to_ext)
+static void convert_flat(const npu_tensor_t *t, ext_stream_t *s, uint8_t *host, int to_ext)
 {
     if (is_identity(t)) {           /* the host array is the stored array */
-        copy_run(ext, host, t->count, t->itemsize, t->itemsize, to_ext);
+        copy_run(s, host, t->count, t->itemsize, t->itemsize, to_ext);
         return;
     }
-    convert_rows(t, 1, ext, host, to_ext);
+    convert_rows(t, 1, s, host, to_ext);
+}
+
+/* The tensor's conversion in either direction; the stream covers [addr, addr + nbytes),
+ * every byte of it written (padding as zeros) or read past. */
+static void convert(const npu_program_t *prog, const npu_tensor_t *t, ext_stream_t *s, uint8_t *host, int to_ext)
+{
+    uint64_t lanes = prog->config.bus_bytes;
+    uint64_t done;
+    if (t->layout == NPU_LAYOUT_BRICK)
+        convert_brick(t, lanes, s, host, to_ext);
+    else if (t->layout == NPU_LAYOUT_ROWS)
+        convert_rows(t, lanes, s, host, to_ext);
+    else
+        convert_flat(t, s, host, to_ext);
+    /* What the layout leaves after the data (an empty tensor's word, a flat tensor's
+     * padding to whole bus words): zero it on the way in. */
+    done = (uint64_t)s->base + (to_ext ? s->fill : s->pos) - t->addr;
+    if (to_ext && done < t->nbytes)
+        stream_put(s, NULL, t->nbytes - done);
 }
 
 npu_status_t npu_set_input(const npu_dev_t *dev, const npu_program_t *prog, uint32_t index,
                            const void *data, size_t bytes)
 {
     const npu_tensor_t *t;
-    uint8_t *ext;
+    ext_stream_t st;
     if (!dev || !prog || index >= prog->n_inputs)
         return NPU_E_ARG;
     t = &prog->inputs[index];
     TRY(tensor_access(dev, t, data, bytes));
-    ext = dev->mem + t->addr;
+    stream_init(&st, dev, t->addr, (uint64_t)t->addr + t->nbytes);
     /* The host array is only read; the converters share code with the read direction. */
-    if (t->layout == NPU_LAYOUT_BRICK) {
-        convert_brick(t, prog->config.bus_bytes, ext, (uint8_t *)(uintptr_t)data, 1);
-    } else if (t->layout == NPU_LAYOUT_ROWS) {
-        memset(ext, 0, (size_t)t->nbytes);      /* padding lanes (and empty tensors' word) */
-        convert_rows(t, prog->config.bus_bytes, ext, (uint8_t *)(uintptr_t)data, 1);
-    } else {
-        convert_flat(t, ext, (uint8_t *)(uintptr_t)data, 1);
-        memset(ext + bytes, 0, (size_t)(t->nbytes - bytes));
-    }
-    return NPU_OK;
+    convert(prog, t, &st, (uint8_t *)(uintptr_t)data, 1);
+    stream_flush(&st);
+    return st.status;
 }
 
 npu_status_t npu_get_output(const npu_dev_t *dev, const npu_program_t *prog, uint32_t index,
                             void *data, size_t bytes)
 {
     const npu_tensor_t *t;
-    uint8_t *ext;
+    ext_stream_t st;
     if (!dev || !prog || index >= prog->n_outputs)
         return NPU_E_ARG;
     t = &prog->outputs[index];
     TRY(tensor_access(dev, t, data, bytes));
-    ext = dev->mem + t->addr;
-    if (dev->cache_invalidate)
-        dev->cache_invalidate(dev->ctx, ext, (size_t)t->nbytes);
-    if (t->layout == NPU_LAYOUT_BRICK)
-        convert_brick(t, prog->config.bus_bytes, ext, (uint8_t *)data, 0);
-    else if (t->layout == NPU_LAYOUT_ROWS)
-        convert_rows(t, prog->config.bus_bytes, ext, (uint8_t *)data, 0);
-    else
-        convert_flat(t, ext, (uint8_t *)data, 0);
-    return NPU_OK;
+    if (dev->cache_invalidate && dev->mem)
+        dev->cache_invalidate(dev->ctx, dev->mem + t->addr, (size_t)t->nbytes);
+    stream_init(&st, dev, t->addr, (uint64_t)t->addr + t->nbytes);
+    convert(prog, t, &st, (uint8_t *)data, 0);
+    return st.status;
 }
