@@ -17,7 +17,9 @@ reads or writes).
    it, except that it *hoists* a ready op (among the next ``WINDOW`` in natural order) in
    front of the natural next op when, by the timing model (compiler/core/costmodel.py), it can
    issue earlier and uses no unit the natural next op waits for or runs on: a load for the
-   next tile starts while the array still works on this one, without delaying it.
+   next tile starts while the array still works on this one, without delaying it.  The
+   model knows the one-write-port rule (isa/ports.py): an op writing ASRAM or ACC waits for
+   the memory's other writer, and is not hoisted in front of an op it would delay that way.
 3. **Wait masks.**  The scheduler tracks what is *known complete*: when an instruction
    issues, every earlier instruction of each unit in its mask has completed, and so has
    everything those knew at their own issue.  (Issue on a unit does not prove the unit's
@@ -33,6 +35,7 @@ import numpy as np
 
 from isa.encoding import Instruction, make
 from isa.instructions import Unit
+from isa.ports import MEMORIES, other_writer, writes
 
 from compiler.core.ops import FixedOp, Op
 
@@ -51,6 +54,11 @@ class Scheduled:
     @property
     def cycles(self) -> int:
         return max(self.finish, default=0)
+
+
+def written(instr: Instruction) -> tuple:
+    """The two-writer memories (isa/ports.py) ``instr`` writes."""
+    return tuple(mem for mem in MEMORIES if writes(instr.name, instr.values.__getitem__, mem))
 
 
 def dependences(ops: list[Op]) -> list[list[int]]:
@@ -98,6 +106,18 @@ class _Machine:
         self.ordinal: dict[int, int] = {}              # op -> index among its unit's ops
         self.known_at: dict[int, dict] = {}            # op -> knowledge at its issue
         self.latest: dict[int, dict] = {}              # op -> {unit: last ordinal it depends on}
+        self.writing = {u: () for u in UNITS}          # memories each unit's last op writes
+        self.written = [written(op.instr) if op.unit in UNITS else () for op in ops]
+
+    def sharers(self, i: int) -> tuple:
+        """Units op ``i`` must wait for by the one-write-port rule (isa/ports.py): the other
+        writer of a memory it writes, while that unit's last op writes it too."""
+        out = []
+        for mem in self.written[i]:
+            other = Unit[other_writer(self.ops[i].unit.name, mem)]
+            if mem in self.writing[other]:
+                out.append(other)
+        return tuple(out)
 
     def _merge(self, base: dict, units) -> dict:
         """Knowledge after waiting for ``units`` to be idle."""
@@ -134,7 +154,7 @@ class _Machine:
             if not self._unknown_units(i, self._merge(self.known, rest)):
                 need = rest
         waits = tuple(sorted(need))
-        issue = max([self.last_issue + 1, self.ready[unit]] + [self.idle[u] for u in waits])
+        issue = max([self.last_issue + 1, self.ready[unit]] + [self.idle[u] for u in waits + self.sharers(i)])
         return issue, waits
 
     def emit(self, i: int, issue: int, waits: tuple) -> int:
@@ -150,6 +170,7 @@ class _Machine:
         self.last[unit] = i
         self.ready[unit] = issue + op.occupancy
         self.idle[unit] = max(self.idle[unit], issue + op.busy)
+        self.writing[unit] = self.written[i]
         return issue + max(op.busy, 1)
 
 
@@ -286,7 +307,7 @@ def _pick(machine: _Machine, ready: list[int]) -> tuple[int, int, tuple]:
     """The natural next op, or an op that can go first without delaying it."""
     first = ready[0]
     issue, waits = machine.evaluate(first)
-    blocked = set(waits) | {machine.ops[first].unit}
+    blocked = set(waits) | set(machine.sharers(first)) | {machine.ops[first].unit}
     best = (first, issue, waits)
     for i in ready[1:WINDOW]:
         if machine.ops[i].unit in blocked:
