@@ -201,6 +201,22 @@ def _conv_common(lw: Lowerer, op, kind: str) -> None:
                       0, out_zp, double_round=False, per_channel=per_channel)
     elif acc == "int32":
         y = lw.requantize(accum, out_dtype, mults, shifts, 0, out_zp, per_channel=per_channel)
+    elif kind == "FULLY_CONNECTED" and _fc_acc_bound(w, bias, x.dtype, x.zp) < 1 << 31:
+        # 16x8 FULLY_CONNECTED: TFLite's reference kernel rounds acc * scale with the full
+        # 31-bit precision (as for int8, above), not with MultiplyByQuantizedMultiplier's
+        # 16-bit reduced multiplier, and TOSA's RESCALE takes no 32-bit multiplier from
+        # int48.  Every accumulator this layer can produce fits int32 (bound from the
+        # constant weights and bias), so it moves to int32 exactly and is requantized there.
+        from compiler.frontends.circle.quant import tosa_shift
+
+        wide = b.emit("RESCALE", [accum, b.const("multiplier", np.asarray([1 << 14]), "int16"),
+                                  b.const("shift", np.asarray([14]), "int8"), b.scalar(0, "int48"),
+                                  b.scalar(0, "int32")],
+                      b.shape(accum), "int32", f"{out.name}_acc32", scale32=False,
+                      rounding_mode="SINGLE_ROUND", per_channel=False, input_unsigned=False,
+                      output_unsigned=False)
+        y = b.rescale(wide, out_dtype, mults, [tosa_shift(s, lw.where()) for s in shifts],
+                      0, out_zp, double_round=False, per_channel=per_channel)
     else:
         y = _rescale_int48(lw, accum, out_dtype, mults, shifts, out_zp, per_channel)
     lo, hi = activation_range(act, out.quant.s, out.quant.zp,
@@ -312,6 +328,15 @@ def batch_matmul(lw: Lowerer, op) -> None:
     mults, shifts = _multipliers(lw, lhs.scale, np.asarray([rhs.scale]), out.quant.s, 1, True)
     y = lw.requantize(accum, out_dtype, mults, shifts, 0, out.quant.zp)
     lw.define(0, y)
+
+
+def _fc_acc_bound(w: np.ndarray, bias: np.ndarray, x_dtype: str, x_zp: int) -> int:
+    """The largest ``|sum((x - x_zp) * w) + bias|`` any input can give, per the weights
+    (``w`` [OC, ..., IC] with zero point removed) and the bias."""
+    info = np.iinfo(x_dtype)
+    reach = max(info.max - x_zp, x_zp - info.min)
+    per_channel = np.abs(w.reshape(w.shape[0], -1).astype(np.int64)).sum(axis=1) * reach
+    return int((per_channel + np.abs(np.asarray(bias, np.int64).reshape(-1))).max())
 
 
 def _rescale_int48(lw: Lowerer, accum: str, out_dtype: str, mults, shifts, out_zp: int,
