@@ -21,6 +21,7 @@ BENCHMARKS: dict[str, str] = {
     "rtl": "bench.rtl",                   # RTL simulation speed, cycle agreement with the ISA simulator
     "roofline": "bench.roofline",         # per-layer cycles on the ISA simulator vs the roofline
     "sweep": "bench.sweep",               # array-size sweep of the full-size networks (estimate)
+    "families": "bench.families",         # network-family .tflite fixtures: cycles, roofline, utilisation
 }
 
 
