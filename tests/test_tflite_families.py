@@ -117,3 +117,21 @@ def test_rtl_matches_tflite():
     got, stats = backends.run(model, inputs, "rtl", DEFAULT_CONFIG)
     _check(RTL_FAMILY, got, graph, data, 0, "RTL")
     assert stats["cycles"] == IsaSim(DEFAULT_CONFIG).run(program, program.memory_image(inputs)).cycles
+
+
+def test_families_benchmark_row():
+    """``python -m bench families``: the row of the smallest family is the ISA simulator's
+    cycle count, equal to the static estimate, no faster than its roofline bound, and its
+    utilisation is MACs over cycles times the array's MACs per cycle."""
+    from bench.families import family_row
+    from sim.isa.sim import IsaSim
+
+    row = family_row(FIXTURES / f"{RTL_FAMILY}.tflite", DEFAULT_CONFIG)
+    name, cycles, estimate, macs, util, bound, ratio = row[:7]
+    graph, data = _load(RTL_FAMILY, "tflite")
+    program = compile_graph(graph, DEFAULT_CONFIG)
+    inputs = _samples(graph, data)[0]
+    assert cycles == estimate == IsaSim(DEFAULT_CONFIG).run(program, program.memory_image(inputs)).cycles
+    assert macs == MANIFEST[RTL_FAMILY]["macs"]
+    assert 0 < bound <= cycles and ratio == cycles / bound
+    assert util == 100.0 * macs / (cycles * DEFAULT_CONFIG.macs_per_cycle)
