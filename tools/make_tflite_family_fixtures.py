@@ -87,7 +87,8 @@ class Net:
             zp = 0 if self.dtype == "int16" else int(self.rng.integers(-20, 21))
         return (self.m.tensor(name, shape, self.dtype, float(scale), zp), float(scale), zp, tuple(shape))
 
-    def _weights(self, name, shape, axis, fan_in, relu: bool):
+    def _weights(self, name, shape, axis):
+        """Symmetric int8 codes with one scale per output channel (``axis``), zero point 0."""
         oc = shape[axis]
         ws = self.rng.uniform(0.004, 0.012, oc)
         codes = self.rng.integers(-127, 128, shape)
@@ -95,18 +96,22 @@ class Net:
         return w, ws
 
     def _bias(self, name, s_in, ws, fan_in):
+        """Bias codes with scale ``s_in * ws[c]`` (what the converter writes), about a third of
+        the accumulator's spread."""
         spread = self.in_std * 73.0 * math.sqrt(fan_in) * 0.3
         b = self.rng.integers(-int(spread), int(spread) + 1, len(ws))
         return self.m.tensor(name, (len(ws),), self.bias_dtype, list(ws * s_in), 0, b)
 
     def _out_scale(self, s_in, ws, fan_in, relu):
+        """An output scale for which the accumulator's expected spread is ``code_std`` codes
+        (less after a RELU, which drops the negative half)."""
         acc_std = self.in_std * 73.0 * math.sqrt(fan_in)
         return acc_std * s_in * float(np.mean(ws)) / self.code_std * (0.6 if relu else 1.0)
 
     def conv(self, name, x, oc, k, stride=1, pad=SAME, act=NONE, dilation=1, version=3, extra=None):
         t, s, _, (n, h, w, ic) = x
         oh, ow = _out_size(h, k, stride, pad, dilation), _out_size(w, k, stride, pad, dilation)
-        wt, ws = self._weights(f"{name}/weights", (oc, k, k, ic), 0, k * k * ic, act != NONE)
+        wt, ws = self._weights(f"{name}/weights", (oc, k, k, ic), 0)
         b = self._bias(f"{name}/bias", s, ws, k * k * ic)
         y = self.act(name, (n, oh, ow, oc), self._out_scale(s, ws, k * k * ic, act != NONE))
         opts = {"padding": pad, "stride_w": stride, "stride_h": stride, "fused_activation_function": act,
@@ -119,7 +124,7 @@ class Net:
         t, s, _, (n, h, w, ic) = x
         oc = ic * multiplier
         oh, ow = _out_size(h, k, stride, pad, 1), _out_size(w, k, stride, pad, 1)
-        wt, ws = self._weights(f"{name}/weights", (1, k, k, oc), 3, k * k, act != NONE)
+        wt, ws = self._weights(f"{name}/weights", (1, k, k, oc), 3)
         b = self._bias(f"{name}/bias", s, ws, k * k)
         y = self.act(name, (n, oh, ow, oc), self._out_scale(s, ws, k * k, act != NONE))
         opts = {"padding": pad, "stride_w": stride, "stride_h": stride, "depth_multiplier": multiplier,
@@ -131,7 +136,7 @@ class Net:
     def fc(self, name, x, oc, act=NONE, keep_num_dims=False, version=4, extra=None):
         t, s, _, shape = x
         ic = shape[-1]
-        wt, ws = self._weights(f"{name}/weights", (oc, ic), 0, ic, act != NONE)
+        wt, ws = self._weights(f"{name}/weights", (oc, ic), 0)
         b = self._bias(f"{name}/bias", s, ws, ic)
         out_shape = shape[:-1] + (oc,) if keep_num_dims else (math.prod(shape) // ic, oc)
         y = self.act(name, out_shape, self._out_scale(s, ws, ic, act != NONE))
@@ -139,6 +144,31 @@ class Net:
                 "asymmetric_quantize_inputs": False, **(extra or {})}
         self.m.op(FULLY_CONNECTED, 5 if keep_num_dims else version, [t, wt, b], [y[0]], (OPT_FC, opts))
         self.macs += math.prod(shape) * oc
+        return y
+
+    def transpose_conv(self, name, x, oc, k, stride=2):
+        """TRANSPOSE_CONV with a bias input (version 3), SAME padding: output ``stride`` times
+        the input.  Each output sees about 1 / stride**2 of the taps (the scatter)."""
+        t, s, _, (n, h, w, ic) = x
+        wt, ws = self._weights(f"{name}/weights", (oc, k, k, ic), 0)
+        taps = k * k * ic / stride ** 2
+        b = self._bias(f"{name}/bias", s, ws, taps)
+        shape = self.m.tensor(f"{name}/output_shape", (4,), "int32", None, 0, [n, stride * h, stride * w, oc])
+        y = self.act(name, (n, stride * h, stride * w, oc), self._out_scale(s, ws, taps, False))
+        self.m.op(TRANSPOSE_CONV, 3, [shape, wt, t, b], [y[0]],
+                  (OPT_TCONV, {"padding": SAME, "stride_w": stride, "stride_h": stride,
+                               "fused_activation_function": NONE}))
+        self.macs += n * h * w * oc * k * k * ic
+        return y
+
+    def avg_pool(self, name, x, k, stride, pad):
+        """AVERAGE_POOL_2D (version 2); the output keeps the input's scale and zero point,
+        as the converter writes it (TFLite's int8 kernel expects them equal)."""
+        t, s, zp, (n, h, w, c) = x
+        y = self.act(name, (n, _out_size(h, k, stride, pad, 1), _out_size(w, k, stride, pad, 1), c), s, zp)
+        self.m.op(AVERAGE_POOL_2D, 2, [t], [y[0]],
+                  (OPT_POOL, {"padding": pad, "stride_w": stride, "stride_h": stride, "filter_width": k,
+                              "filter_height": k, "fused_activation_function": NONE}))
         return y
 
     def add(self, name, a, b, act=NONE, version=2):
@@ -243,20 +273,8 @@ def spatial(rng) -> Net:
     x = net.input("input", (1, 16, 16, 8), 0.02, -7)
     a = net.depthwise("depthwise_x2", x, 3, multiplier=2, act=RELU)
     a = net.conv("dilated", a, 16, 3, act=RELU6, dilation=2)
-    t, s, _, (n, h, w, ic) = a
-    oc = 8
-    wt, ws = net._weights("upsample/weights", (oc, 3, 3, ic), 0, 9 * ic, False)
-    b = net._bias("upsample/bias", s, ws, 9 * ic / 4)
-    shape = net.m.tensor("upsample/output_shape", (4,), "int32", None, 0, [n, 2 * h, 2 * w, oc])
-    # Each output sees about a quarter of the taps (stride 2 scatter).
-    up = net.act("upsample", (n, 2 * h, 2 * w, oc), net._out_scale(s, ws, 9 * ic / 4, False))
-    net.m.op(TRANSPOSE_CONV, 3, [shape, wt, t, b], [up[0]],
-             (OPT_TCONV, {"padding": SAME, "stride_w": 2, "stride_h": 2, "fused_activation_function": NONE}))
-    net.macs += n * h * w * oc * 9 * ic
-    pooled = net.act("avgpool", (n, h, w, oc), up[1])
-    net.m.op(AVERAGE_POOL_2D, 2, [up[0]], [pooled[0]],
-             (OPT_POOL, {"padding": SAME, "stride_w": 2, "stride_h": 2, "filter_width": 3,
-                         "filter_height": 3, "fused_activation_function": NONE}))
+    up = net.transpose_conv("upsample", a, 8, 3, stride=2)
+    pooled = net.avg_pool("avgpool", up, 3, stride=2, pad=SAME)
     net.output(pooled)
     return net
 
