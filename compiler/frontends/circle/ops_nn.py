@@ -11,7 +11,11 @@ Not bit-exact by construction: TFLite's reference FULLY_CONNECTED (TF >= 2.16) r
 ``acc * scale`` in double precision instead of using its fixed-point multiplier; the
 lowering uses one SINGLE_ROUND RESCALE with the 31-bit multiplier of that scale, which
 can differ by 1 in the rare elements whose product lies within a relative 2**-31 of a
-rounding midpoint (bounded in tests/test_circle_ops.py).
+rounding midpoint (bounded in tests/test_circle_ops.py).  The same holds for 16x8
+FULLY_CONNECTED (int16 activations, int64 bias): when the weights and bias bound every
+accumulator to int32, the int48 accumulator moves to int32 exactly and gets that same RESCALE
+(TOSA has no 32-bit multiplier from int48); otherwise the 16-bit multiplier of
+``MultiplyByQuantizedMultiplier(int64)`` is used, which can be 1 off TFLite's result.
 
 TOSA wants ``(I - 1 + pads - (K - 1) * dilation)`` divisible by the stride; TFLite's
 VALID padding rounds down, so the input rows/columns no window reaches are sliced off.
