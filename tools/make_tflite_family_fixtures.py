@@ -16,15 +16,17 @@ Operator versions are the ones TFLite's op-version rules give for these options 
 FULLY_CONNECTED 4 (5 with keep_num_dims), ADD 2, MUL 2, SOFTMAX 2, MEAN 2, AVERAGE_POOL_2D 2,
 BATCH_MATMUL 2, TRANSPOSE_CONV 3 (bias input), RESHAPE 1.  The 16x8 model carries the versions
 TensorFlow 2.21's converter wrote for tests/fixtures/tflite/int16x8.tflite (the int8 ones, with
-``quantized_bias_type`` INT64 on CONV_2D).
+``quantized_bias_type`` INT64 on CONV_2D and FULLY_CONNECTED).
 
-Output scales are set from the accumulator's expected spread (codes of about 40 standard
-int8 codes of spread; int16 ones 256 times that), so the outputs neither saturate nor collapse to a few codes.
+Output scales are set from each accumulator's expected spread (a standard deviation of about
+40 int8 codes, 256 times that in int16), so the outputs neither saturate nor collapse to a few
+codes; each family's inputs are seeded uniform codes over the whole type.
 
 For each family the script writes ``<name>.tflite``, ``<name>.circle`` (the same flatbuffer,
 file identifier ``CIR0``) and ``<name>.npz`` with ``input_i`` (seeded codes, leading axis =
 sample) and ``ref_i`` (outputs of TFLite's reference kernels, ``OpResolverType.BUILTIN_REF``),
-plus ``manifest.json`` (operators with versions, input/output shapes and types, MACs).
+plus ``manifest.json`` (operators with versions, input/output names and shapes, activation
+type, MACs).  ``python tools/make_tflite_family_fixtures.py NAME...`` rebuilds only those.
 
 Usage (ai-edge-litert is a fixture-building extra: ``pip install ai-edge-litert``)::
 
