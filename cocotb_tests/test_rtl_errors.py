@@ -73,6 +73,13 @@ CASES = {
                      ErrorCode.SRAM_OVERFLOW),
     "act_params": (make("ACT", param_addr=CFG.psram_rows - 2, count=0), ErrorCode.SRAM_OVERFLOW),
     "act_dst": (make("ACT", dst_addr=CFG.asram_rows - 1, count=2), ErrorCode.SRAM_OVERFLOW),
+    # more than MAX_VECTOR_STEPS steps in place (stride 0): refused, never run for hours
+    "valu_too_long": (make("VALU", op=24, dtype=0, n0=65535, n1=65535, a_mem=0, d_mem=0),
+                      ErrorCode.ILLEGAL_INSTRUCTION),
+    "vpool_too_long": (make("VPOOL", mode=0, dtype=0, n0=4097, n1=16, k0=16, k1=16, a_mem=0, d_mem=0),
+                       ErrorCode.ILLEGAL_INSTRUCTION),
+    "table_too_long": (make("TABLE", mode=1, n0=65535, n1=257, a_mem=0, d_mem=0),
+                       ErrorCode.ILLEGAL_INSTRUCTION),
 }
 
 

@@ -1,7 +1,7 @@
 """Error rules of TABLE as hardware expressions for the instruction checker (hw/checker.py).
 
 Rules (isa/instructions.py TABLE doc): ILLEGAL_INSTRUCTION for mode 3, ``a_mem`` other
-than ASRAM or ACC, or a LOAD from ACC; else, when ``n0*n1 > 0``, SRAM_OVERFLOW for input
+than ASRAM or ACC, a LOAD from ACC, or more than MAX_VECTOR_STEPS vectors; else, when ``n0*n1 > 0``, SRAM_OVERFLOW for input
 rows (and, for a lookup, output rows) outside their memory, or TSRAM rows past its end (a
 LOAD's rows written; a lookup's table rows, isa.vector.table_rows).  Rows per vector come
 from isa/vector.py through hw/vpu_check.py's operand check.
@@ -13,7 +13,7 @@ from amaranth import Mux
 from isa.config import NpuConfig
 from isa.instructions import TSRAM_BYTES, TableMode, VecMem, VecType
 from isa.vector import table_rows
-from hw.vpu_check import _overflow
+from hw.vpu_check import _overflow, too_long
 
 
 def table_errors(config: NpuConfig, v) -> tuple[object, object]:
@@ -21,7 +21,7 @@ def table_errors(config: NpuConfig, v) -> tuple[object, object]:
     load = v.mode == TableMode.LOAD
     int16 = v.mode == TableMode.INT16
     illegal = ((v.mode > max(TableMode)) | ((v.a_mem != VecMem.ASRAM) & (v.a_mem != VecMem.ACC))
-               | (load & (v.a_mem != VecMem.ASRAM)))
+               | (load & (v.a_mem != VecMem.ASRAM)) | too_long("TABLE", v))
     touches = (v.n0 != 0) & (v.n1 != 0)
     tsram_rows = TSRAM_BYTES // config.bus_bytes
     t_count = Mux(load, v.n0 * v.n1, Mux(int16, table_rows(TableMode.INT16, config.bus_bytes),

@@ -2,7 +2,7 @@
 for the instruction checker (hw/checker.py).
 
 Rules (isa/instructions.py docs): ILLEGAL_INSTRUCTION for an enum field value that names
-nothing (isa.vector.legal); else SRAM_OVERFLOW for VRESCALE's two parameter rows (always)
+nothing or more than MAX_VECTOR_STEPS vector steps (isa.vector.legal); else SRAM_OVERFLOW for VRESCALE's two parameter rows (always)
 and, when the instruction touches data (``n0*n1 > 0``, times ``k0*k1`` for VPOOL), for any
 operand it reads or the destination reaching past the end of its memory (or starting
 below row 0, for an effective address offset by a LOOP).  Which operands are read and how
@@ -13,7 +13,7 @@ from __future__ import annotations
 from amaranth import Cat, Mux
 
 from isa.config import NpuConfig
-from isa.instructions import BY_NAME, VecType, VecMem
+from isa.instructions import BY_NAME, MAX_VECTOR_STEPS, VecType, VecMem
 from isa.vector import (
     PARAM_ROWS, VALU_SIGS, VALU_TYPES, VPOOL_TYPES, VRESCALE_IN_TYPES, VRESCALE_OUT_TYPES, vector_rows,
 )
@@ -53,7 +53,7 @@ def vector_errors(config: NpuConfig, name: str, fields) -> tuple[object, object]
     ``fields`` (a view of the instruction word, or a dict of its effective fields)."""
     v = _Fields(name, fields)
     mems = [p for p in ("a", "b", "c") if f"{p}_mem" in v]
-    illegal = Cat(v[f"{p}_mem"] > max(VecMem) for p in mems).any()
+    illegal = Cat(v[f"{p}_mem"] > max(VecMem) for p in mems).any() | too_long(name, v)
     if name == "VRESCALE":
         illegal = illegal | ~_is_any(v.in_type, VRESCALE_IN_TYPES) | ~_is_any(v.out_type, VRESCALE_OUT_TYPES)
         touches = (v.n0 != 0) & (v.n1 != 0)
@@ -86,6 +86,14 @@ def vector_errors(config: NpuConfig, name: str, fields) -> tuple[object, object]
                 | _overflow(config, v, "d", v.d_mem, out_type))
         return illegal, touches & data
     raise ValueError(f"{name} is not a vector instruction")
+
+
+def too_long(name: str, v) -> object:
+    """More than MAX_VECTOR_STEPS vector steps (isa/vector.py ``steps``)."""
+    n = v.n0 * v.n1
+    if name == "VPOOL":
+        n = n * (v.k0 * v.k1)
+    return n > MAX_VECTOR_STEPS
 
 
 class _Fields:

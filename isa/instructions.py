@@ -298,6 +298,12 @@ VEC_ZP_BITS = 17       # zero points and clamps of 8/16-bit signed and unsigned 
 
 
 TSRAM_BYTES = 2048     # TABLE's table memory: 512 int16 pairs (isa/vector.py: table_rows)
+# The most vector steps (output vectors n0*n1, times the window k0*k1 for VPOOL) one vector
+# instruction may take: a stride-0 instruction could otherwise loop 2**32 (VPOOL 2**48) times
+# in place, far beyond the watchdog's reach, which stops only issue.  2**24 steps end within
+# about 0.2 s at 100 MHz; compiled code stays far below (a vector instruction covers one
+# scratchpad-sized tile).
+MAX_VECTOR_STEPS = 1 << 24
 TABLE_ADDR_BITS = 12   # TSRAM rows (2048 / BUS, BUS >= 1)
 
 
@@ -629,7 +635,7 @@ ERROR_IFs on types and zero points satisfied and its REQUIREs (apply_scale_32/16
 apply_add_s) holding, this is RESCALE bit for bit (rounding_mode DOUBLE_ROUND:
 double_round = 1; SINGLE_ROUND and INEXACT_ROUND: 0); elsewhere the result is still
 defined as above.  Errors: ILLEGAL_INSTRUCTION for in_type 6..7, out_type INT48 or 6..7,
-a_mem 3; SRAM_OVERFLOW for the two parameter rows (always) and, when n0*n1 > 0, for rows
+a_mem 3, or n0*n1 > MAX_VECTOR_STEPS (2**24); SRAM_OVERFLOW for the two parameter rows (always) and, when n0*n1 > 0, for rows
 read or written past the end of their memory."""),
     InstrDef("VALU", 26, Unit.VPU, (
         Field("op", 5, doc="operation", enum=ValuOp),
@@ -681,7 +687,7 @@ pseudocode (MUL with shift; ARITHMETIC_RIGHT_SHIFT with round; NEGATE with input
 imm0, output_zp = imm1; CLAMP with min_val = imm0, max_val = imm1) wherever the spec's
 REQUIREs hold, and still defined as above where they do not.  COPY with a in PSRAM and
 d in ACC preloads accumulators (e.g. a bias).  Errors: ILLEGAL_INSTRUCTION for op 25..31,
-dtype INT48, a_mem, b_mem or c_mem 3; SRAM_OVERFLOW, when n0*n1 > 0, for rows past the
+dtype INT48, a_mem, b_mem or c_mem 3, or n0*n1 > MAX_VECTOR_STEPS; SRAM_OVERFLOW, when n0*n1 > 0, for rows past the
 end of their memory read for an operand the op uses (a; b for binary ops and SELECT; c
 for SELECT) or written."""),
     InstrDef("VPOOL", 27, Unit.VPU, (
@@ -710,7 +716,7 @@ MAX is MAX_POOL2D; SUM is the accumulation of AVG_POOL2D (apply_add_s<int32> of 
 input_zp, wrapping where its REQUIRE fails), completed by a VRESCALE with
 reciprocal_scale(count).  Padded edge windows are separate instructions with smaller
 k0/k1.  Nothing happens when n0*n1*k0*k1 == 0.  Errors: ILLEGAL_INSTRUCTION for dtype
-INT48 or a_mem 3; SRAM_OVERFLOW, when n0*n1*k0*k1 > 0, for rows read or written past the
+INT48, a_mem 3, or n0*n1*k0*k1 > MAX_VECTOR_STEPS; SRAM_OVERFLOW, when n0*n1*k0*k1 > 0, for rows read or written past the
 end of their memory."""),
     InstrDef("TABLE", 28, Unit.VPU, (
         Field("mode", 2, doc="LOAD the table memory, or look up INT8 / INT16 vectors", enum=TableMode),
@@ -746,8 +752,8 @@ int16 (apply_lookup_s of a 513-entry table, whose 512 pairs (table[i], table[i+1
 holds), bit for bit, and defined as above where the spec's REQUIRE on the slope fails.
 A LOAD of 256/BUS rows (INT8) or {TSRAM_BYTES}/BUS rows (INT16, t_addr 0) installs a table.
 In LOAD mode the d_* fields are ignored.  Nothing happens when n0*n1 == 0.  Errors:
-ILLEGAL_INSTRUCTION for mode 3, a_mem other than ASRAM or ACC, or a_mem ACC with mode
-LOAD; SRAM_OVERFLOW, when n0*n1 > 0, for input or output rows past the end of their
+ILLEGAL_INSTRUCTION for mode 3, a_mem other than ASRAM or ACC, a_mem ACC with mode
+LOAD, or n0*n1 > MAX_VECTOR_STEPS; SRAM_OVERFLOW, when n0*n1 > 0, for input or output rows past the end of their
 memory, or TSRAM rows past its end (LOAD: the rows written; INT8: the 256/BUS table rows
 from t_addr; INT16: the {TSRAM_BYTES}/BUS rows from t_addr)."""),
 )

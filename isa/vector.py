@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from isa.instructions import TSRAM_BYTES, VecType, PoolMode, TableMode, ValuOp, VecMem
+from isa.instructions import MAX_VECTOR_STEPS, TSRAM_BYTES, VecType, PoolMode, TableMode, ValuOp, VecMem
 
 DTYPE_BITS = {VecType.INT8: 8, VecType.INT16: 16, VecType.INT32: 32, VecType.INT48: 48,
               VecType.UINT8: 8, VecType.UINT16: 16}
@@ -113,8 +113,23 @@ class Operand:
         return off
 
 
+def steps(name: str, v: dict) -> int:
+    """Vector steps of a vector instruction: n0*n1, times k0*k1 for VPOOL (MAX_VECTOR_STEPS)."""
+    n = v["n0"] * v["n1"]
+    return n * v["k0"] * v["k1"] if name == "VPOOL" else n
+
+
 def legal(name: str, v: dict) -> str | None:
-    """Why the enum fields of vector instruction ``name`` are illegal, or None."""
+    """Why vector instruction ``name`` is illegal (an enum field naming nothing, or more
+    than MAX_VECTOR_STEPS steps), or None."""
+    why = _legal_fields(name, v)
+    if why is None and steps(name, v) > MAX_VECTOR_STEPS:
+        what = "n0*n1*k0*k1" if name == "VPOOL" else "n0*n1"
+        why = f"{what} = {steps(name, v)} exceeds MAX_VECTOR_STEPS ({MAX_VECTOR_STEPS})"
+    return why
+
+
+def _legal_fields(name: str, v: dict) -> str | None:
     mems = [p for p in ("a", "b", "c") if f"{p}_mem" in v and v[f"{p}_mem"] not in set(VecMem)]
     if mems:
         return f"{mems[0]}_mem={v[mems[0] + '_mem']} names no memory"

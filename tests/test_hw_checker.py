@@ -127,9 +127,9 @@ def table_expected_code(cfg, v: dict) -> ErrorCode:
     """The TABLE doc's error rules (mode 0 LOAD, 1 INT8, 2 INT16; TSRAM is 2048 bytes)."""
     E = ErrorCode
     mode, a_mem, d_mem = v["mode"], v["a_mem"], v["d_mem"]
-    if mode == 3 or a_mem not in (0, 1) or (mode == 0 and a_mem != 0):
-        return E.ILLEGAL_INSTRUCTION
     n0, n1 = v["n0"], v["n1"]
+    if mode == 3 or a_mem not in (0, 1) or (mode == 0 and a_mem != 0) or n0 * n1 > 1 << 24:
+        return E.ILLEGAL_INSTRUCTION
     if n0 * n1 == 0:
         return E.NONE
     depth = {0: cfg.asram_rows, 1: cfg.acc_rows}

@@ -944,3 +944,25 @@ def test_a_long_stride0_instruction_runs_in_bounded_memory():
         tracemalloc.stop()
     assert r.error_code == 0
     assert peak < 200 << 20, f"peak {peak >> 20} MiB"
+
+
+def test_vector_steps_are_bounded():
+    """MAX_VECTOR_STEPS: at the limit legal, one step past it ILLEGAL_INSTRUCTION (before any
+    data moves), so no vector instruction outlives the watchdog's reach."""
+    from isa import SMALL_CONFIG, make
+    from isa.instructions import MAX_VECTOR_STEPS, ErrorCode
+    from isa.program import Program
+    from isa.vector import legal
+    from sim.isa.sim import IsaSim
+
+    base = dict(make("VPOOL", mode=0, dtype=0).values)
+    assert legal("VPOOL", {**base, "n0": 4096, "n1": 16, "k0": 16, "k1": 16}) is None        # 2**24
+    assert "MAX_VECTOR_STEPS" in legal("VPOOL", {**base, "n0": 4097, "n1": 16, "k0": 16, "k1": 16})
+    valu = dict(make("VALU", op=24, dtype=0).values)
+    assert legal("VALU", {**valu, "n0": 4096, "n1": 4096}) is None
+    assert legal("VALU", {**valu, "n0": 4096, "n1": 4097}) is not None
+    assert MAX_VECTOR_STEPS == 4096 * 4096
+    for bad in (make("VALU", op=24, dtype=0, n0=65535, n1=65535), make("TABLE", mode=1, n0=65535, n1=257)):
+        program = Program(SMALL_CONFIG, [bad, make("HALT")])
+        r = IsaSim(SMALL_CONFIG).run(program, bytes(program.memory_image({})))
+        assert (r.error_code, r.stop_pc) == (ErrorCode.ILLEGAL_INSTRUCTION, 0), r.error_message

@@ -71,6 +71,8 @@ def expected_code(cfg, name: str, v: dict) -> ErrorCode:
         return ErrorCode.ILLEGAL_INSTRUCTION
     if name == "VPOOL" and v["dtype"] == 3:
         return ErrorCode.ILLEGAL_INSTRUCTION
+    if v["n0"] * v["n1"] * (v["k0"] * v["k1"] if name == "VPOOL" else 1) > 1 << 24:   # 2**24 steps
+        return ErrorCode.ILLEGAL_INSTRUCTION
     if name == "VRESCALE" and (v["param_addr"] < 0 or v["param_addr"] + 2 > cfg.psram_rows):
         return ErrorCode.SRAM_OVERFLOW
     count = v["n0"] * v["n1"] * (v["k0"] * v["k1"] if name == "VPOOL" else 1)
