@@ -10,7 +10,6 @@ from __future__ import annotations
 from amaranth import Module, Signal
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
-from amaranth.utils import ceil_log2
 
 __all__ = ["UartRx", "UartTx", "check_divisor"]
 
