@@ -136,7 +136,7 @@ def build_board(board: str, config_name: str | None = None, design: str = "npu",
                               stderr=subprocess.STDOUT)
     report.seconds = time.monotonic() - start
     text = (directory / "build.log").read_text(errors="replace")
-    for extra in (f"{NAME}.tim",):
+    for extra in (f"{NAME}.rpt", f"{NAME}.tim"):      # Yosys's log, nextpnr's log
         if (directory / extra).exists():
             text += (directory / extra).read_text(errors="replace")
     if (directory / "report.json").exists():
