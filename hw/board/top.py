@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from amaranth import ClockDomain, Elaboratable, Instance, Module, Signal
+from amaranth import ClockDomain, ClockSignal, Elaboratable, Instance, Module, Signal
 from amaranth.lib.cdc import ResetSynchronizer
 
 from isa.config import NpuConfig
@@ -115,12 +115,14 @@ class _BoardTop(Elaboratable):
 
     def elaborate(self, platform):
         m = Module()
-        # The PLL drives the domain's clock net itself, so the constraint lands on a net that
-        # survives synthesis under its name.
-        m.domains.sync = sync = ClockDomain("sync")
+        # The constraint goes on the PLL's output net; ``keep`` stops Yosys from merging it
+        # into the domain's clock net under another name (nextpnr would then not find it).
+        pll_clk = Signal(attrs={"keep": 1})
         locked = Signal()
-        self._pll(platform, m, sync.clk, locked)
-        platform.add_clock_constraint(sync.clk, self.pll.fout)
+        self._pll(platform, m, pll_clk, locked)
+        platform.add_clock_constraint(pll_clk, self.pll.fout)
+        m.domains.sync = ClockDomain("sync")
+        m.d.comb += ClockSignal("sync").eq(pll_clk)
         m.submodules.reset_sync = ResetSynchronizer(~locked, domain="sync")
 
         m.submodules.core = core = self.core
