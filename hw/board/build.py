@@ -135,10 +135,12 @@ def build_board(board: str, config_name: str | None = None, design: str = "npu",
         proc = subprocess.run(["sh", f"build_{NAME}.sh"], cwd=directory, env=env, stdout=out,
                               stderr=subprocess.STDOUT)
     report.seconds = time.monotonic() - start
-    text = (directory / "build.log").read_text(errors="replace")
-    for extra in (f"{NAME}.rpt", f"{NAME}.tim"):      # Yosys's log, nextpnr's log
-        if (directory / extra).exists():
-            text += (directory / extra).read_text(errors="replace")
+    def read(name):
+        path = directory / name
+        return path.read_text(errors="replace") if path.exists() else ""
+
+    yosys_log = read(f"{NAME}.rpt")
+    text = read("build.log") + read(f"{NAME}.tim")      # the script's output, nextpnr's log
     if (directory / "report.json").exists():
         data = json.loads((directory / "report.json").read_text())
         report.utilisation = {k: (v["used"], v["available"]) for k, v in data.get("utilization", {}).items()}
@@ -146,7 +148,7 @@ def build_board(board: str, config_name: str | None = None, design: str = "npu",
         report.fmax_mhz = min(fmax) if fmax else None
     else:
         report.utilisation = _log_utilisation(text)
-    report.summary = _summary(spec, report.utilisation, text)
+    report.summary = _summary(spec, report.utilisation, yosys_log)
     if proc.returncode != 0:
         raise BuildError(_failure(board, text, report, directory))
     for ext in ("bit", "bin"):
@@ -164,7 +166,7 @@ def _log_utilisation(text: str) -> dict:
     return found
 
 
-def _summary(spec: BoardSpec, util: dict, text: str) -> dict:
+def _summary(spec: BoardSpec, util: dict, yosys_log: str) -> dict:
     summary = {}
     for kind, resource in spec.resources.items():
         if resource in util:
@@ -172,19 +174,20 @@ def _summary(spec: BoardSpec, util: dict, text: str) -> dict:
     if spec.name == "icebreaker":
         # LUT and FF counts from Yosys's statistics; both are bounded by the logic cells.
         lcs = util.get("ICESTORM_LC", (0, 5280))[1]
-        summary["LUT"] = (_last_block_sum(text, r"SB_LUT4"), lcs)
-        summary["FF"] = (_last_block_sum(text, r"SB_DFF\w*"), lcs)
+        summary["LUT"] = (_last_block_sum(yosys_log, r"SB_LUT4"), lcs)
+        summary["FF"] = (_last_block_sum(yosys_log, r"SB_DFF\w*"), lcs)
         summary = {k: summary[k] for k in spec.resources if k in summary}
     return summary
 
 
 def _last_block_sum(text: str, cell: str) -> int:
-    """Sum of the counts of cells matching ``cell`` in Yosys's last statistics block."""
-    block = text.rsplit("Number of cells", 1)[-1] if "Number of cells" in text else text
-    total = 0
-    for a, name, b in re.findall(r"^\s+(\d*)\s*(" + cell + r")\s*(\d*)$", block, re.M):
-        total += int(a or b or 0)
-    return total
+    """Sum of the counts of cells matching ``cell`` in Yosys's last statistics table (the
+    "design hierarchy" one when there is one), up to the next numbered pass."""
+    marks = [i for i in (text.rfind("=== design hierarchy ==="), text.rfind("=== top ===")) if i >= 0]
+    block = text[max(marks):] if marks else text
+    end = re.search(r"^\d+\.(\d+\.)* |^End of script", block, re.M)
+    block = block[:end.start()] if end else block
+    return sum(int(n) for n, _ in re.findall(r"^\s+(\d+)\s+(" + cell + r")$", block, re.M))
 
 
 def _failure(board: str, text: str, report: BuildReport, directory: Path) -> str:
