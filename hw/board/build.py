@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from isa.config import NAMED_CONFIGS, NpuConfig
-from hw.board.top import IcebreakerTop, Ulx3sTop
+from hw.board.top import IcebreakerTop, Ulx3sTop, board_config, uart_divisor
 
 __all__ = ["BOARDS", "BoardSpec", "BuildError", "BuildReport", "build_board", "tool_env"]
 
@@ -117,7 +117,12 @@ def build_board(board: str, config_name: str | None = None, design: str = "npu",
     if config_name not in NAMED_CONFIGS:
         raise ValueError(f"unknown configuration {config_name!r} (choose from {', '.join(NAMED_CONFIGS)})")
     config: NpuConfig = NAMED_CONFIGS[config_name]
-    top = spec.top(config, mem_bytes or spec.mem_bytes, freq_mhz or spec.freq_mhz, design)
+    mem_bytes = mem_bytes or spec.mem_bytes
+    freq_hz = (freq_mhz or spec.freq_mhz) * 1e6
+    # Check the request before building anything (ValueError says what is wrong).
+    board_config(config, mem_bytes)
+    uart_divisor(spec.top._solve_pll(spec.top.input_hz, freq_hz).fout)
+    top = spec.top(config, mem_bytes, freq_hz / 1e6, design)
     target = top.pll.fout / 1e6
     directory = (Path(root) / board / f"{design}-{config_name}").resolve()
     directory.mkdir(parents=True, exist_ok=True)

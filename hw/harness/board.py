@@ -2,7 +2,7 @@
 
 ``build_board_core(config, mem_bytes, divisor)`` generates the Verilog of ``BoardCore``
 (module ``board_core``), wraps it in hw/harness/tb/tb_board.sv (clock, reset and the UART
-pins) and builds it once into ``<build root>/board/<hash>/``: the hash covers the Verilog, the
+pins) and builds it once into ``<build root>/rtl_board/<hash>/``: the hash covers the Verilog, the
 wrapper and the build options, as hw/harness/simulation.build does for the NPU.  Tests then
 run cocotb modules on it with :func:`run_board_test`.
 """
@@ -57,7 +57,7 @@ def _source_key(config: NpuConfig, mem_bytes: int, divisor: int) -> str:
 def build_board_core(config: NpuConfig, mem_bytes: int, divisor: int, verbose: bool = False) -> Path:
     """Build (or find in the cache) the Verilator model of the board core; returns its directory."""
     setup_verilator_env()
-    root = build_root() / "board"
+    root = build_root() / "rtl_board"
     index = root / "index" / _source_key(config, mem_bytes, divisor)
     if index.exists() and (root / index.read_text().strip() / TOPLEVEL).exists():
         return root / index.read_text().strip()
