@@ -84,3 +84,21 @@ def test_failure_names_what_does_not_fit(tmp_path):
     assert _last_block_sum(YOSYS_LOG, r"SB_DFF\w*") == 238
     summary = _summary(BOARDS["icebreaker"], util, YOSYS_LOG)
     assert summary["LUT"] == (574, 5280) and summary["FF"] == (238, 5280) and summary["BRAM"] == (40, 30)
+
+
+@pytest.mark.parametrize("board, pll", [("icebreaker", "SB_PLL40_PAD"), ("ulx3s", "EHXPLLL")])
+def test_board_top_constrains_the_pll_clock(board, pll):
+    """Elaborated for its board (no tools run), the top instantiates the PLL and constrains
+    the PLL's output net at the PLL's frequency: the oscillator's constraint alone would leave
+    the design clock unchecked."""
+    from isa.config import NAMED_CONFIGS
+
+    spec = BOARDS[board]
+    top = spec.top(NAMED_CONFIGS[spec.config], 4096, spec.freq_mhz, "bridge")
+    platform = spec.platform()
+    m = top.elaborate(platform)                     # the top level only: no tools, no buffers
+    constraints = {signal.name: freq for signal, freq in platform._clocks.items()}   # before prepare()
+    assert constraints == {"pll_clk": top.pll.fout}
+    instance = m.submodules.pll
+    assert instance.type == pll
+    assert instance.ports["CLKOP" if board == "ulx3s" else "PLLOUTGLOBAL"][0].name == "pll_clk"

@@ -14,6 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from amaranth import ClockDomain, ClockSignal, Elaboratable, Instance, Module, Signal
+from amaranth.lib import io
 from amaranth.lib.cdc import ResetSynchronizer
 
 from isa.config import NpuConfig
@@ -126,10 +127,17 @@ class _BoardTop(Elaboratable):
         m.submodules.reset_sync = ResetSynchronizer(~locked, domain="sync")
 
         m.submodules.core = core = self.core
-        uart = platform.request("uart", 0)
-        m.d.comb += [core.uart_rx.eq(uart.rx.i), uart.tx.o.eq(core.uart_tx)]
-        m.d.comb += [platform.request("led", 0).o.eq(core.stopped),
-                     platform.request("led", 1).o.eq(core.irq)]
+        uart = platform.request("uart", 0, dir="-")
+        m.submodules.uart_rx = rx = io.Buffer("i", uart.rx)
+        m.submodules.uart_tx = tx = io.Buffer("o", uart.tx)
+        m.submodules.led_stopped = led_stopped = io.Buffer("o", platform.request("led", 0, dir="-"))
+        m.submodules.led_irq = led_irq = io.Buffer("o", platform.request("led", 1, dir="-"))
+        m.d.comb += [
+            core.uart_rx.eq(rx.i),
+            tx.o.eq(core.uart_tx),
+            led_stopped.o.eq(core.stopped),
+            led_irq.o.eq(core.irq),
+        ]
         return m
 
 
@@ -158,7 +166,8 @@ class Ulx3sTop(_BoardTop):
 
     def _pll(self, platform, m, clk_out, locked):
         p = self.pll
-        clk_in = platform.request(self.clock_resource, 0).i
+        m.submodules.clk_buf = clk_buf = io.Buffer("i", platform.request(self.clock_resource, 0, dir="-"))
+        clk_in = clk_buf.i
         m.submodules.pll = Instance(
             "EHXPLLL",
             p_PLLRST_ENA="DISABLED", p_INTFB_WAKE="DISABLED", p_STDBY_ENABLE="DISABLED",
