@@ -155,7 +155,7 @@ def build_board(board: str, config_name: str | None = None, design: str = "npu",
         report.utilisation = _log_utilisation(text)
     report.summary = _summary(spec, report.utilisation, yosys_log)
     if proc.returncode != 0:
-        raise BuildError(_failure(board, text, report, directory))
+        raise BuildError(_failure(board, text, report, directory, proc.returncode))
     for ext in ("bit", "bin"):
         if (directory / f"{NAME}.{ext}").exists():
             report.bitstream = directory / f"{NAME}.{ext}"
@@ -195,7 +195,7 @@ def _last_block_sum(text: str, cell: str) -> int:
     return sum(int(n) for n, _ in re.findall(r"^\s+(\d+)\s+(" + cell + r")$", block, re.M))
 
 
-def _failure(board: str, text: str, report: BuildReport, directory: Path) -> str:
+def _failure(board: str, text: str, report: BuildReport, directory: Path, returncode: int = 1) -> str:
     errors = [ln.strip() for ln in text.splitlines() if "ERROR" in ln or "error:" in ln.lower()]
     over = [f"{name} {used}/{avail}" for name, (used, avail) in report.utilisation.items() if used > avail]
     if over:
@@ -203,5 +203,6 @@ def _failure(board: str, text: str, report: BuildReport, directory: Path) -> str
     elif errors:
         why = errors[-1]
     else:
-        why = "the build script failed"
+        last = next((ln.strip() for ln in reversed(text.splitlines()) if ln.strip()), "")
+        why = f"the build script failed with exit status {returncode}" + (f": {last}" if last else "")
     return f"{why} (log: {directory / 'build.log'})"
