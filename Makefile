@@ -5,6 +5,8 @@
 #                              (also resnet50, mobilenetv2: built on first use by tools/make_*.py)
 #   make bench                 benchmarks (speed and cycle figures)
 #   make synth CONFIG=small TARGET=ecp5   synthesis report per unit (YoWASP Yosys; build/synth/)
+#   make bitstream BOARD=icebreaker DESIGN=bridge   FPGA bitstream (YoWASP; build/board/<board>/),
+#                              BOARD=ulx3s|icebreaker, DESIGN=npu|bridge, BOARD_CONFIG=<name>
 #   make docs                  regenerate generated documentation and headers
 #   make fuzz                  fuzz campaigns over every input kind (FUZZ_COUNT inputs each);
 #                              findings are added to fuzz/corpus/, which `make test` replays
@@ -18,7 +20,7 @@ JOBS    ?= 2
 FUZZ_COUNT ?= 10000
 FUZZ_SEED ?= 1
 
-.PHONY: setup test test-fast sim bench synth docs fuzz clean
+.PHONY: setup test test-fast sim bench synth bitstream docs fuzz clean
 
 CONFIG  ?= small
 TARGET  ?= ecp5
@@ -45,6 +47,13 @@ fuzz:
 
 synth:
 	$(PYTHON) -m hw.synth --config $(CONFIG) --target $(TARGET)
+
+BOARD   ?= ulx3s
+DESIGN  ?= npu
+BOARD_CONFIG ?=
+
+bitstream:
+	$(PYTHON) -m hw.board build --board $(BOARD) --design $(DESIGN) $(if $(BOARD_CONFIG),--config $(BOARD_CONFIG))
 
 docs:
 	$(PYTHON) -m isa.generate

@@ -38,7 +38,7 @@ import enum
 import struct
 
 __all__ = ["SYNC_REQ", "SYNC_REP", "MAX_PAYLOAD", "FRAME_TIMEOUT", "BOARD_ID", "Command", "Status",
-           "crc8", "encode_request", "encode_reply", "decode_reply", "ProtocolError"]
+           "crc8", "encode_request", "encode_reply", "decode_reply", "reply_size", "ProtocolError"]
 
 SYNC_REQ = 0xA5
 SYNC_REP = 0x5A
@@ -86,6 +86,14 @@ def encode_request(cmd: Command, addr: int = 0, length: int = 0, payload: bytes 
 def encode_reply(status: Status, payload: bytes = b"") -> bytes:
     body = struct.pack("<BH", int(status), len(payload)) + payload
     return bytes([SYNC_REP]) + body + bytes([crc8(body)])
+
+
+def reply_size(header: bytes) -> int:
+    """Total bytes of the reply frame that starts with ``header`` (its first REP_HEADER bytes):
+    how many bytes a host reads before it calls :func:`decode_reply`."""
+    if len(header) < REP_HEADER or header[0] != SYNC_REP:
+        raise ProtocolError(f"not a reply header: {bytes(header[:REP_HEADER]).hex() or 'empty'}")
+    return REP_HEADER + struct.unpack_from("<H", header, 2)[0] + 1
 
 
 def decode_reply(frame: bytes) -> tuple[Status, bytes]:

@@ -1,0 +1,45 @@
+"""``python -m hw.board build --board ulx3s|icebreaker [--config NAME] [--design npu|bridge]``.
+
+Exit status: 0 built, 1 the build failed (one line says why: e.g. the design does not fit),
+2 malformed arguments, 3 an unsupported combination (e.g. a clock the PLL cannot make).
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from isa.config import NAMED_CONFIGS
+from hw.board.build import BOARDS, BuildError, build_board
+from hw.board.top import DESIGNS
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m hw.board", description=__doc__.split("\n")[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+    b = sub.add_parser("build", help="build a bitstream with the YoWASP tools")
+    b.add_argument("--board", required=True, choices=sorted(BOARDS))
+    b.add_argument("--config", choices=sorted(NAMED_CONFIGS),
+                   help="NPU configuration (default: the board's, ulx3s: ecp5_85f, icebreaker: up5k)")
+    b.add_argument("--design", choices=DESIGNS, default="npu",
+                   help="npu: the whole NPU; bridge: bring-up image (bridge and memory, no NPU)")
+    b.add_argument("--freq", type=float, help="design clock in MHz (default: ulx3s 50, icebreaker 24)")
+    b.add_argument("--mem-kib", type=int, help="board memory in KiB, a power of two "
+                   "(default: ulx3s 128, icebreaker 8)")
+    b.add_argument("--out", type=Path, default=Path("build/board"), help="build root (default build/board)")
+    args = parser.parse_args(argv)
+    try:
+        report = build_board(args.board, args.config, args.design, args.freq,
+                             args.mem_kib * 1024 if args.mem_kib else None, args.out)
+    except ValueError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 3
+    except BuildError as e:
+        print(f"error: {args.board} {args.design} build failed: {e}", file=sys.stderr)
+        return 1
+    print("\n".join(report.lines()))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
