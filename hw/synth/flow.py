@@ -102,28 +102,40 @@ def run_yosys(script: str, out_dir: Path, name: str, timeout: float, progress=No
     """
     (out_dir / f"{name}.ys").write_text(script)
     log = out_dir / f"{name}.log"
-    start = time.monotonic()
     cmd = _yosys_exe() + ["-l", log.name, f"{name}.ys"]
-    env = dict(os.environ)
-    with subprocess.Popen(cmd, cwd=out_dir, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                          env=env) as proc:
+
+    def passes(line: str):
+        m = _PASS.match(line)
+        return f"{name}: {m.group(3).strip()}" if m else None
+
+    returncode = _run_bounded(cmd, out_dir, timeout, f"yosys {name}", log, passes if progress else None, progress)
+    if returncode != 0:
+        tail = log.read_text(errors="replace").strip().splitlines()[-3:] if log.exists() else []
+        raise SynthError(f"yosys {name} failed (exit {returncode}, log: {log}): " + " | ".join(tail))
+    return log
+
+
+def _run_bounded(cmd: list, cwd: Path, timeout: float, what: str, log: Path, note=None, progress=None) -> int:
+    """Run ``cmd`` in ``cwd`` for at most ``timeout`` seconds and return its exit status;
+    ``note(line)`` turns an output line into a progress message (or None) for ``progress``,
+    prefixed with the elapsed time.  Past the timeout the tool is killed: SynthError."""
+    start = time.monotonic()
+    with subprocess.Popen(cmd, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                          env=dict(os.environ)) as proc:
         try:
             assert proc.stdout is not None
             for line in proc.stdout:
                 if time.monotonic() - start > timeout:
                     raise subprocess.TimeoutExpired(cmd, timeout)
-                m = _PASS.match(line)
-                if progress is not None and m:
-                    progress(f"[{time.monotonic() - start:6.0f} s] {name}: {m.group(3).strip()}")
+                message = note(line) if note is not None else None
+                if message is not None:
+                    progress(f"[{time.monotonic() - start:6.0f} s] {message}")
             proc.wait(timeout=max(1.0, timeout - (time.monotonic() - start)))
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
-            raise SynthError(f"yosys {name} stopped after {timeout:.0f} s (log: {log})") from None
-    if proc.returncode != 0:
-        tail = log.read_text(errors="replace").strip().splitlines()[-3:] if log.exists() else []
-        raise SynthError(f"yosys {name} failed (exit {proc.returncode}, log: {log}): " + " | ".join(tail))
-    return log
+            raise SynthError(f"{what} stopped after {timeout:.0f} s (log: {log})") from None
+    return proc.returncode
 
 
 def _param_int(value) -> int:
@@ -220,21 +232,14 @@ def place_and_route(out_dir: Path, target: str, freq_mhz: float, timeout: float 
     cmd = [str(local) if local.exists() else exe] + device + [
         "--json", "netlist_flat.json", "--out-of-context", "--freq", f"{freq_mhz:g}", "--timing-allow-fail",
         "--seed", str(seed), "--report", "pnr.json", "--log", "pnr.log"]
-    start = time.monotonic()
-    with subprocess.Popen(cmd, cwd=out_dir, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True) as proc:
-        try:
-            assert proc.stderr is not None
-            for line in proc.stderr:
-                if time.monotonic() - start > timeout:
-                    raise subprocess.TimeoutExpired(cmd, timeout)
-                if progress is not None and line.startswith("Info: ") and any(
-                        k in line for k in ("Placing", "Routing", "placement", "Max frequency", "routing")):
-                    progress(f"[{time.monotonic() - start:6.0f} s] nextpnr: {line[6:].strip()}")
-            proc.wait(timeout=max(1.0, timeout - (time.monotonic() - start)))
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-            raise SynthError(f"nextpnr stopped after {timeout:.0f} s (log: {out_dir / 'pnr.log'})") from None
-    if proc.returncode != 0 or not (out_dir / "pnr.json").exists():
-        raise SynthError(f"nextpnr failed (exit {proc.returncode}, log: {out_dir / 'pnr.log'})")
+    def steps(line: str):
+        if line.startswith("Info: ") and any(k in line for k in ("Placing", "Routing", "placement",
+                                                                  "Max frequency", "routing")):
+            return f"nextpnr: {line[6:].strip()}"
+        return None
+
+    returncode = _run_bounded(cmd, out_dir, timeout, "nextpnr", out_dir / "pnr.log",
+                              steps if progress else None, progress)
+    if returncode != 0 or not (out_dir / "pnr.json").exists():
+        raise SynthError(f"nextpnr failed (exit {returncode}, log: {out_dir / 'pnr.log'})")
     return json.loads((out_dir / "pnr.json").read_text())
