@@ -15,7 +15,7 @@ from amaranth import Cat, Mux
 from isa.config import NpuConfig
 from isa.instructions import BY_NAME, MAX_VECTOR_STEPS, VecType, VecMem
 from isa.vector import (
-    PARAM_ROWS, VALU_SIGS, VALU_TYPES, VPOOL_TYPES, VRESCALE_IN_TYPES, VRESCALE_OUT_TYPES, vector_rows,
+    steps, PARAM_ROWS, VALU_SIGS, VALU_TYPES, VPOOL_TYPES, VRESCALE_IN_TYPES, VRESCALE_OUT_TYPES, vector_rows,
 )
 
 CHECKED = ("VRESCALE", "VALU", "VPOOL")
@@ -89,11 +89,8 @@ def vector_errors(config: NpuConfig, name: str, fields) -> tuple[object, object]
 
 
 def too_long(name: str, v) -> object:
-    """More than MAX_VECTOR_STEPS vector steps (isa/vector.py ``steps``)."""
-    n = v.n0 * v.n1
-    if name == "VPOOL":
-        n = n * (v.k0 * v.k1)
-    return n > MAX_VECTOR_STEPS
+    """More than MAX_VECTOR_STEPS vector steps (isa/vector.py ``steps``, on field values)."""
+    return steps(name, v) > MAX_VECTOR_STEPS
 
 
 class _Fields:

@@ -39,7 +39,7 @@ from __future__ import annotations
 
 from isa.instructions import Sram, TableMode, Unit, VecDst
 
-__all__ = ["MEMORIES", "WRITERS", "READERS", "BRANCH_PORT_UNIT", "writes", "other_writer"]
+__all__ = ["MEMORIES", "WRITERS", "READERS", "BRANCH_PORT_UNIT", "writes", "written", "other_writer"]
 
 #: Memories with two writers, and the units that write them.
 WRITERS = {"ASRAM": ("DMA", "VPU"), "ACC": ("MXU", "VPU")}
@@ -82,6 +82,11 @@ def writes(name: str, field, memory: str):
     if name == "TABLE":                     # LOAD writes the table memory only
         return (field("mode") != TableMode.LOAD) & (field("d_mem") == dst)
     return False
+
+
+def written(name: str, values: dict) -> tuple[str, ...]:
+    """The two-writer memories the instruction ``name`` with field ``values`` writes."""
+    return tuple(mem for mem in MEMORIES if writes(name, values.__getitem__, mem))
 
 
 def other_writer(unit: str, memory: str) -> str:

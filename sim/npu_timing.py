@@ -96,7 +96,7 @@ from isa import dma
 from isa import matmul
 from isa.config import NpuConfig
 from isa.instructions import INSTR_BYTES, BranchTest, Unit
-from isa.ports import BRANCH_PORT_UNIT, MEMORIES, other_writer, writes
+from isa.ports import BRANCH_PORT_UNIT, MEMORIES, other_writer, written
 from isa.vector import schedule
 
 from sim.isa.branch import check
@@ -306,11 +306,11 @@ class TimingModel:
                 stop = max([in_ir, late] + list(idle_from.values()))
                 return finish(stop, not stopping and trip is not None and stop >= trip)
             unit = instr.defn.unit
-            written = tuple(mem for mem in _written(instr) if mem in self.write_rule)
+            writes_now = tuple(mem for mem in written(instr.name, instr.values) if mem in self.write_rule)
             # One writer per memory (isa/ports.py): wait for the other writer to finish.
-            sharers = [other_writer(unit.name, mem) for mem in written]
+            sharers = [other_writer(unit.name, mem) for mem in writes_now]
             issue = max([in_ir] + [idle_from[u] for u in _waits(instr, self.branch_port)]
-                        + [idle_from[u] for u, mem in zip(sharers, written) if mem in writing[u]])
+                        + [idle_from[u] for u, mem in zip(sharers, writes_now) if mem in writing[u]])
             if trip is not None:
                 decide = issue + 1 if instr.name == "BRANCH" else max(
                     issue, ready_from[unit.name]) if unit is not Unit.SEQ else issue
@@ -330,7 +330,7 @@ class TimingModel:
             else:
                 name = unit.name
                 issue = max(issue, ready_from[name])
-                writing[name] = written
+                writing[name] = writes_now
                 start = issue + 1
                 if unit is Unit.MXU:
                     n = instr.values["n0"] * instr.values["n1"]
@@ -458,13 +458,6 @@ def _waits(instr, port_rule: bool = True) -> list[str]:
     it borrows (isa/ports.py)."""
     units = [u.name for u in Unit if u is not Unit.SEQ and instr.values["wait"] >> u.value & 1]
     return units + [BRANCH_PORT_UNIT] if port_rule and instr.name == "BRANCH" else units
-
-
-def _written(instr) -> tuple[str, ...]:
-    """The two-writer memories (isa/ports.py) ``instr`` writes."""
-    if instr.defn.unit is Unit.SEQ:
-        return ()
-    return tuple(mem for mem in MEMORIES if writes(instr.name, instr.values.__getitem__, mem))
 
 
 def _issue_order(instructions, prog_len: int, config: NpuConfig):

@@ -35,7 +35,7 @@ import numpy as np
 
 from isa.encoding import Instruction, make
 from isa.instructions import Unit
-from isa.ports import MEMORIES, other_writer, writes
+from isa.ports import other_writer, written
 
 from compiler.core.ops import FixedOp, Op
 
@@ -54,11 +54,6 @@ class Scheduled:
     @property
     def cycles(self) -> int:
         return max(self.finish, default=0)
-
-
-def written(instr: Instruction) -> tuple:
-    """The two-writer memories (isa/ports.py) ``instr`` writes."""
-    return tuple(mem for mem in MEMORIES if writes(instr.name, instr.values.__getitem__, mem))
 
 
 def dependences(ops: list[Op]) -> list[list[int]]:
@@ -107,7 +102,7 @@ class _Machine:
         self.known_at: dict[int, dict] = {}            # op -> knowledge at its issue
         self.latest: dict[int, dict] = {}              # op -> {unit: last ordinal it depends on}
         self.writing = {u: () for u in UNITS}          # memories each unit's last op writes
-        self.written = [written(op.instr) if op.unit in UNITS else () for op in ops]
+        self.written = [written(op.instr.name, op.instr.values) if op.unit in UNITS else () for op in ops]
 
     def sharers(self, i: int) -> tuple:
         """Units op ``i`` must wait for by the one-write-port rule (isa/ports.py): the other

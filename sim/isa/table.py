@@ -16,7 +16,7 @@ from isa.instructions import TSRAM_BYTES, ErrorCode, TableMode, Unit, VecMem
 from isa.vector import legal, operands, table_rows
 from sim import tosa_helpers as th
 from sim.isa.units import ASRAM, Footprint, NpuState, Trap
-from sim.isa.vpu import MEM_NAMES, _depth, _vector_rows, merged_footprint, pieces, read_vectors, write_vectors
+from sim.isa.vpu import MEM_NAMES, _depth, _vector_rows, read_vectors, run_in_pieces, write_vectors
 
 TSRAM = "TSRAM"
 
@@ -86,10 +86,7 @@ def exec_table(state: NpuState, v: dict) -> Footprint:
     if not touches or TableMode(v["mode"]) is TableMode.LOAD:     # LOAD: bounded by TSRAM
         return _exec_table(state, v, touches)
     reads, out = operands("TABLE", v)
-    parts = list(pieces(v, reads + [out]))
-    if len(parts) == 1:
-        return _exec_table(state, v, touches)
-    return merged_footprint(_exec_table(state, part, True) for part in parts)
+    return run_in_pieces(state, v, reads + [out], lambda s, piece: _exec_table(s, piece, True))
 
 
 EXECUTORS = {"TABLE": exec_table}

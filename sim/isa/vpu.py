@@ -181,6 +181,14 @@ def merged_footprint(parts) -> Footprint:
     return fp
 
 
+def run_in_pieces(state: NpuState, v: dict, ops, body, window: int = 1) -> Footprint:
+    """``body(state, piece)`` for every piece of ``v`` (:func:`pieces`), in loop order; one footprint."""
+    parts = list(pieces(v, ops, window))
+    if len(parts) == 1:
+        return body(state, v)
+    return merged_footprint(body(state, part) for part in parts)
+
+
 def _read_operand(state: NpuState, op: Operand, v: dict, bcast: bool = False) -> np.ndarray:
     values = read_vectors(state, op.mem, op.dtype, _vector_rows(op, v[f"{op.prefix}_addr"], v["n0"], v["n1"]))
     return np.broadcast_to(values[..., :1], values.shape) if bcast else values
@@ -316,10 +324,7 @@ def _in_pieces(name: str, body):
         if not touches:
             return body(state, v)
         window = v["k0"] * v["k1"] if name == "VPOOL" else 1
-        parts = list(pieces(v, reads + [out], window))
-        if len(parts) == 1:
-            return body(state, v)
-        return merged_footprint(body(state, part) for part in parts)
+        return run_in_pieces(state, v, reads + [out], body, window)
     execute.__name__ = execute.__qualname__ = f"exec_{name.lower()}"
     execute.__doc__ = f"{name}, in pieces of at most CHUNK vectors (see CHUNK)."
     return execute
