@@ -31,7 +31,23 @@ def board_config(config: NpuConfig, mem_bytes: int) -> NpuConfig:
     return dataclasses.replace(config, ext_mem_bytes=mem_bytes)
 
 
-class BoardCore(wiring.Component):
+class _SerialCore(wiring.Component):
+    """What both board cores share: the board configuration, memory size, UART divisor and
+    ports (``uart_rx``, ``uart_tx``, ``irq``, ``stopped``); see :class:`BoardCore`."""
+
+    def __init__(self, config: NpuConfig, mem_bytes: int, divisor: int):
+        self.config = board_config(config, mem_bytes)
+        self.mem_bytes = mem_bytes
+        self.divisor = divisor
+        super().__init__({
+            "uart_rx": In(1, init=1),
+            "uart_tx": Out(1, init=1),
+            "irq": Out(1),
+            "stopped": Out(1),
+        })
+
+
+class BoardCore(_SerialCore):
     """NPU + board memory + bridge + UART, one clock domain (``sync``).
 
     Parameters
@@ -53,17 +69,6 @@ class BoardCore(wiring.Component):
         The NPU's interrupt and "stopped" lines, for LEDs.
     """
 
-    def __init__(self, config: NpuConfig, mem_bytes: int, divisor: int):
-        self.config = board_config(config, mem_bytes)
-        self.mem_bytes = mem_bytes
-        self.divisor = divisor
-        super().__init__({
-            "uart_rx": In(1, init=1),
-            "uart_tx": Out(1, init=1),
-            "irq": Out(1),
-            "stopped": Out(1),
-        })
-
     def elaborate(self, platform):
         m = Module()
         m.submodules.npu = npu = Npu(self.config)
@@ -74,24 +79,13 @@ class BoardCore(wiring.Component):
         return m
 
 
-class BridgeCore(wiring.Component):
+class BridgeCore(_SerialCore):
     """The bring-up image: bridge + board memory + UART, no NPU.
 
     CSR reads answer 0 (no register file is behind the bus) and CSR writes do nothing;
     PING and memory reads and writes behave as in ``BoardCore``.  Ports as ``BoardCore``
     (``irq`` and ``stopped`` stay low).
     """
-
-    def __init__(self, config: NpuConfig, mem_bytes: int, divisor: int):
-        self.config = board_config(config, mem_bytes)
-        self.mem_bytes = mem_bytes
-        self.divisor = divisor
-        super().__init__({
-            "uart_rx": In(1, init=1),
-            "uart_tx": Out(1, init=1),
-            "irq": Out(1),
-            "stopped": Out(1),
-        })
 
     def elaborate(self, platform):
         m = Module()
