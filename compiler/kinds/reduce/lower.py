@@ -7,13 +7,19 @@ tiles.  Per tile:
 * **outer axis** (not the innermost): the window of ``K`` input vectors of every output
   vector lies ``K`` strides apart; one DMA_LOAD brings the tile for every ``k`` into ASRAM
   as ``[k][n1][n0]`` vectors (one per ``k`` when the tile's vectors are not contiguous);
-* **innermost axis**: an element-mode DMA_LOAD puts every element of a row in lane 0 of a
-  vector of its own (a line of one element padded with ``L - 1`` zero elements is exactly
-  one vector), ``[row][k]``;
+* **innermost axis**: rows are taken ``L`` at a time, one per lane: an element-mode
+  DMA_LOAD transposes a group of ``G <= L`` rows so that vector ``k`` holds element ``k`` of
+  every row of the group (a line of ``G`` elements, one per row, padded to ``L``),
+  ``[group][k]``.  Element-mode DMA moves one element per cycle, padding included, so a
+  full group costs one cycle per element read; putting each element in a vector of its own
+  instead (a line of one element padded with ``L - 1``) costs ``L`` cycles per element
+  (AlexNet's softmax reductions: 17,014 cycles for 1,000 elements that way);
 
 then MIN (and ALL) take the bitwise NOT of the tile, one VPOOL (MAX, or SUM into int32)
 reduces the window of every output vector, MIN takes the NOT back, and a DMA_STORE writes
-the tile.  Lanes of the innermost-axis result other than lane 0 are padding.
+the tile (innermost axis: an element-mode store puts lane ``j`` of a group's result into
+lane 0 of row ``j``'s output vector).  Lanes of the innermost-axis result other than lane 0
+are padding, and the element store leaves them as they were.
 """
 from __future__ import annotations
 
@@ -85,13 +91,9 @@ def lower_reduce(layer: ReduceLayer, flow, ext: ExtPlan, config: NpuConfig, inde
                 out_at = out.addr + base[0] + s0 * st0[0] + s1 * st1[0]
                 count = n0 * n1
                 if inner:
-                    # [n1][n0] output rows, each row's K elements one vector each.
-                    for i in range(n1):
-                        ops.append(op("DMA_LOAD", sram=Sram.ASRAM, sram_addr=a_base + i * n0 * K * r_in,
-                                      ext_addr=src_at + i * st1[1], elem=elem, stride0=elem, len0=1,
-                                      pad_a0=lanes - 1, len1=K, stride1=elem, len2=n0,
-                                      stride2=st0[1] if n0 > 1 else 0))
-                    win = dict(a_stride0=K * r_in, a_stride1=n0 * K * r_in, w_stride0=r_in)
+                    ops += _inner_tile(op, lanes, K, elem, t_in, t_out, n0, n1, a_base, d_base, src_at, out_at,
+                                       st0, st1, layer.mode)
+                    continue
                 else:
                     sa = src.strides[axis]
                     b = dict(addr=a_base, ext=src_at, st0=st0[1], st1=st1[1], c0=n0, c1=n1, w=src.vbytes // lanes,
@@ -126,3 +128,44 @@ def lower_reduce(layer: ReduceLayer, flow, ext: ExtPlan, config: NpuConfig, inde
                                        dict(addr=d_base, ext=out_at, st0=st0[0], st1=st1[0], c0=n0, c1=n1,
                                             w=out.vbytes // lanes, vb=out.vbytes)))
     return EltPlan(layer, ops, tile)
+
+
+def _groups(n0: int, lanes: int) -> list[tuple[int, int, int]]:
+    """(first row, rows per group, groups) runs covering ``n0`` rows in groups of ``lanes``:
+    the full groups, then the partial one."""
+    full, rest = divmod(n0, lanes)
+    return [g for g in ((0, lanes, full), (full * lanes, rest, 1)) if g[1] and g[2]]
+
+
+def _inner_tile(op, lanes: int, K: int, elem: int, t_in: VecType, t_out: VecType, n0: int, n1: int,
+                a_base: int, d_base: int, src_at: int, out_at: int, st0, st1, mode: str) -> list[Op]:
+    """One tile of an innermost-axis reduction: ``[n1][n0]`` rows of ``K`` elements, their
+    rows transposed into lanes ``L`` at a time (module docstring); ASRAM holds ``[group][k]``
+    input vectors from ``a_base`` and one result vector per group from ``d_base``."""
+    r_in, r_out = DTYPE_BITS[t_in] // 8, DTYPE_BITS[t_out] // 8
+    per_row = -(-n0 // lanes)                  # groups per n1 row
+    vecs = n1 * per_row
+    ops: list[Op] = []
+    for i in range(n1):
+        for first, g, count in _groups(n0, lanes):
+            at = a_base + (i * per_row + first // lanes) * K * r_in
+            ops.append(op("DMA_LOAD", sram=Sram.ASRAM, sram_addr=at, ext_addr=src_at + i * st1[1] + first * st0[1],
+                          elem=elem, len0=g, stride0=st0[1] if g > 1 else 0, pad_a0=lanes - g, len1=K,
+                          stride1=elem, len2=count, stride2=lanes * st0[1] if count > 1 else 0))
+    if mode == "min":
+        ops.append(op("VALU", op=ValuOp.BITWISE_NOT, dtype=t_in, n0=vecs * K, n1=1, a_mem=VecMem.ASRAM,
+                      a_addr=a_base, a_stride0=r_in, d_mem=VecDst.ASRAM, d_addr=a_base, d_stride0=r_in))
+    ops.append(op("VPOOL", mode=PoolMode.SUM if mode == "sum" else PoolMode.MAX, dtype=t_in, n0=vecs, n1=1,
+                  k0=K, k1=1, w_stride1=0, a_mem=VecMem.ASRAM, a_addr=a_base, a_stride0=K * r_in, a_stride1=0,
+                  w_stride0=r_in, d_mem=VecDst.ASRAM, d_addr=d_base, d_stride0=r_out, d_stride1=0, in_zp=0))
+    if mode == "min":
+        ops.append(op("VALU", op=ValuOp.BITWISE_NOT, dtype=t_out, n0=vecs, n1=1, a_mem=VecMem.ASRAM,
+                      a_addr=d_base, a_stride0=r_out, d_mem=VecDst.ASRAM, d_addr=d_base, d_stride0=r_out))
+    # Lane j of a group's result -> lane 0 of its row's output vector (r_out bytes each).
+    for i in range(n1):
+        for first, g, count in _groups(n0, lanes):
+            at = d_base + (i * per_row + first // lanes) * r_out
+            ops.append(op("DMA_STORE", sram=Sram.ASRAM, sram_addr=at, ext_addr=out_at + i * st1[0] + first * st0[0],
+                          elem=r_out, len0=g, stride0=st0[0] if g > 1 else 0, len1=count,
+                          stride1=lanes * st0[0] if count > 1 else 0, len2=1, stride2=0))
+    return ops
