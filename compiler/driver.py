@@ -36,6 +36,7 @@ from compiler.graph.control import CONTROL_OPS, inline_control_flow
 from compiler.graph.constant_fold import fold_constants
 from compiler.graph.validate import check_graph, check_level_ranks
 from compiler.kinds.conv.tap_packing import pack_taps
+from compiler.kinds.elementwise.fusion import fuse_elementwise
 from compiler.kinds.registry import kind_of
 from compiler.kinds.variables.layer import check_block as check_variable_blocks
 from compiler.link.control import compile_linked, needs_linking
@@ -119,6 +120,7 @@ def run_pipeline(graph: Graph, config: NpuConfig = DEFAULT_CONFIG, loops: bool =
             any(op.op in CONTROL_OPS for op in graph.main.operators):
         check_graph(graph)
     layers = pack_taps(flow, config).layers      # few-channel strided convs: taps into lanes
+    layers = fuse_elementwise(flow).layers       # elementwise chains: one layer, no round trips
     kinds = [kind_of(layer) for layer in layers]  # compiler/kinds/registry.py
     # Kinds that choose among plans (convolutions: tilings); the rest lower in one way.
     convs = [i for i, kind in enumerate(kinds) if kind.candidates is not None]

@@ -68,13 +68,16 @@ class Step:
     addresses and strides (op, dtype, immediates; VRESCALE types, zero points, flags);
     ``srcs``: operands read, each ``"in<k>"`` (layer input ``k``) or a temporary;
     ``dst``: ``"out"`` or a temporary.  A VRESCALE reads its parameter row pair from
-    PSRAM row ``2 * column`` (per-channel: the vector column along the innermost axis).
+    PSRAM row ``2 * column`` (per-channel: the vector column along the innermost axis), or,
+    with ``param`` = k, the per-tensor pair ``k`` of the layer's ``scalar_params`` (a merged
+    chain's other rescales: compiler/kinds/elementwise/fusion.py).
     """
 
     name: str
     fields: dict
     srcs: tuple[str, ...]
     dst: str
+    param: int | None = None
 
 
 @dataclass
@@ -105,6 +108,8 @@ class EltLayer(MultiInputLayer):
         VRESCALE parameter rows (multiplier, shift per vector column).
     per_channel : bool
         The VRESCALE parameters differ per vector column.
+    scalar_params : list of (multiplier, shift)
+        Per-tensor parameter pairs of steps with ``param`` set, in PSRAM after ``params``.
     """
 
     name: str
@@ -119,6 +124,7 @@ class EltLayer(MultiInputLayer):
     table: bytes | None = None        # TABLE: the TSRAM image (isa.vector.table_image)
     windows: dict = field(default_factory=dict)
     consts: list = field(default_factory=list)     # (name, array): constants the layer made
+    scalar_params: list = field(default_factory=list)
     ops: list[str] = field(default_factory=list)
     location: str = ""
 

@@ -106,7 +106,22 @@ def params_name(layer: EltLayer) -> str:
 
 
 def param_rows(layer: EltLayer, lanes: int) -> np.ndarray | None:
-    """PSRAM rows (multiplier, shift per vector column) of ``layer``, or None."""
+    """PSRAM rows of ``layer``, or None: its own parameters (multiplier, shift per vector
+    column), then a row pair per entry of ``scalar_params`` (:func:`scalar_param_row`)."""
+    rows = _main_rows(layer, lanes)
+    extra = [np.repeat(np.array([[m], [s]], np.int64), lanes, 1) for m, s in layer.scalar_params]
+    if rows is None and not extra:
+        return None
+    return np.concatenate(([] if rows is None else [rows]) + extra)
+
+
+def scalar_param_row(layer: EltLayer, lanes: int, k: int) -> int:
+    """PSRAM row of ``layer``'s per-tensor parameter pair ``k``."""
+    rows = _main_rows(layer, lanes)
+    return (0 if rows is None else rows.shape[0]) + 2 * k
+
+
+def _main_rows(layer: EltLayer, lanes: int) -> np.ndarray | None:
     if layer.params is None:
         return None
     mul, shift = layer.params
@@ -331,7 +346,9 @@ def _tile(layer, config, index, arrays, names, types, bcast, full, axes, outer, 
     for t, mem in layer.temps.items():
         rows = _rows_of(types[t], mem)
         addr = at if mem == "ASRAM" else acc_at
-        bufs[t] = dict(addr=addr, mem=mem, c0=n0, c1=n1, rows=rows, s0=rows, s1=n0 * rows, bcast=False)
+        # Strides as a full-tile input's (zero along a loop of one): SELECT reads b and c alike.
+        bufs[t] = dict(addr=addr, mem=mem, c0=n0, c1=n1, rows=rows, s0=rows if n0 > 1 else 0,
+                       s1=n0 * rows if n1 > 1 else 0, bcast=False)
         if mem == "ASRAM":
             at += tile * rows
         else:
@@ -396,6 +413,11 @@ def _tile(layer, config, index, arrays, names, types, bcast, full, axes, outer, 
             continue
         # VRESCALE: per-channel parameters differ per vector column.
         parts = [(0, n1, 0, n0, 0)]
+        if s.param is not None:         # a per-tensor pair of a merged chain
+            ops.append(op("VRESCALE", **s.fields, n0=n0, n1=n1, a_mem=amem, a_addr=a["addr"], a_stride0=a["s0"],
+                          a_stride1=a["s1"], d_mem=dmem, d_addr=d["addr"], d_stride0=d["s0"],
+                          d_stride1=d["s1"], param_addr=scalar_param_row(layer, lanes, s.param)))
+            continue
         if layer.per_channel and vec_axis is not None:
             if vec_axis == len(axes) - 1:
                 parts = [(0, n1, j, 1, s0 + j) for j in range(n0)]

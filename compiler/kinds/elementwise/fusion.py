@@ -1,0 +1,155 @@
+"""Elementwise chains as one layer: a producer's steps run in the consumer's tiles.
+
+TOSA graphs from converters spell one integer operation as a chain of elementwise
+operators: a residual ADD of two int8 tensors is RESCALE(a), RESCALE(b) to int32, ADD,
+RESCALE to int8, CLAMP (TFLite's converter; ResNet-50 has 16 of them, MobileNetV2 10); a
+softmax is ~50 of them.  Lowered one layer each, every intermediate makes a round trip
+through external memory, and int32 ones are four times the bytes of the int8 tensors
+around them: ResNet-50 spent 15.8 M of its 34.3 M cycles in such layers, bus-bound.
+
+:func:`fuse_elementwise` merges an :class:`EltLayer` ``A`` into the :class:`EltLayer`
+``B`` that reads its output ``t`` when nothing else needs ``t`` in memory: ``B``'s tiles
+load ``A``'s inputs and run ``A``'s steps into a temporary that ``B``'s steps read instead
+of ``t``, so ``t`` is never stored (int32 temporaries in ACC, where a vector is one row
+instead of ASRAM's four: the vector unit spends a cycle per row).  The values are the same bits (the temporary
+holds exactly what ``t`` would), only the traffic goes.  Conditions, each the reason a
+merge could change a result or a layout:
+
+* ``A`` and ``B`` compute the same output shape, and ``B`` reads ``t`` whole (no window):
+  both run over one loop nest, ``A``'s inputs broadcast against it as before;
+* ``t`` is its own root buffer (not a view, not a slot of a concatenation), no graph output
+  and no other layer reads it or a view of it;
+* at most one of the two has per-channel RESCALE parameters and at most one a TABLE (one
+  parameter table per column, one TSRAM image per layer); per-tensor parameter sets
+  become extra PSRAM row pairs (:attr:`EltLayer.scalar_params`, ``Step.param``);
+* no layer between ``A`` and ``B`` writes a buffer ``A`` reads (``A``'s reads move to
+  ``B``'s place in the order).
+
+Merging repeats until nothing merges, so a whole chain (and a tree: both RESCALEs into
+the ADD) becomes one layer.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import replace
+
+from isa.instructions import VecType
+
+from compiler.core.dataflow import Dataflow
+from compiler.kinds.elementwise.layer import EltLayer, Step
+
+__all__ = ["fuse_elementwise"]
+
+
+def fuse_elementwise(flow: Dataflow) -> Dataflow:
+    """Merge elementwise chains of ``flow`` in place (and return it)."""
+    while True:
+        pair = _next_pair(flow)
+        if pair is None:
+            return flow
+        i, j = pair
+        a, b = flow.layers[i], flow.layers[j]
+        flow.layers[j] = _merge(a, b)
+        del flow.layers[i]
+        for table in (flow.roots, flow.refs, flow.shapes):
+            table.pop(a.output, None)
+
+
+def _next_pair(flow: Dataflow) -> tuple[int, int] | None:
+    """(index of A, index of B) of the first mergeable pair, or None."""
+    readers: dict[str, list[int]] = {}
+    for k, layer in enumerate(flow.layers):
+        for name in layer.reads:
+            readers.setdefault(name, []).append(k)
+    viewed = {ref.parent for name, ref in flow.refs.items() if not ref.root}
+    bound = {binding.tensor for binding in flow.outputs + flow.inputs}
+    for i, a in enumerate(flow.layers):
+        if type(a) is not EltLayer:
+            continue
+        t = a.output
+        users = sorted(set(readers.get(t, [])))
+        if len(users) != 1 or t in viewed or t in bound:
+            continue
+        j = users[0]
+        b = flow.layers[j]
+        ref = flow.refs.get(t)
+        if (type(b) is not EltLayer or j <= i or ref is None or not ref.root or ref.parent != t
+                or flow.roots[t].kind != "computed"):
+            continue
+        if a.out_shape != b.out_shape or any(b.inputs[k] == t for k in b.windows):
+            continue
+        if (a.per_channel and b.per_channel) or (a.table is not None and b.table is not None):
+            continue
+        a_roots = {flow.root_of(name).name for name in a.reads}
+        if any(flow.root_of(w).name in a_roots for layer in flow.layers[i + 1:j] for w in layer.writes):
+            continue
+        return i, j
+    return None
+
+
+def _merge(a: EltLayer, b: EltLayer) -> EltLayer:
+    """The layer computing ``b`` with ``a``'s steps in front (module docstring)."""
+    main, sets = None, []           # per-channel parameters stay the layer's own rows
+
+    def params_of(layer: EltLayer) -> dict:
+        """Step.param of the layer's main-parameter steps in the merged layer."""
+        nonlocal main
+        if layer.params is None:
+            return {}
+        if layer.per_channel:
+            main = layer
+            return {None: None}
+        sets.append((int(layer.params[0].reshape(-1)[0]), int(layer.params[1].reshape(-1)[0])))
+        return {None: len(sets) - 1}
+
+    def renamed(layer: EltLayer, prefix: str, names: dict, shift: int, moved: dict) -> list[Step]:
+        def to(x: str) -> str:
+            if x in names:
+                return names[x]
+            return x if x == "out" or re.fullmatch(r"in\d+", x) else f"{prefix}{x}"
+        steps = []
+        for s in layer.steps:
+            param = s.param + shift if s.param is not None else moved.get(None) if s.name == "VRESCALE" else None
+            steps.append(replace(s, srcs=tuple(to(x) for x in s.srcs), dst=to(s.dst), param=param))
+        return steps
+
+    temp = f"{a.name}.out"
+    # a's inputs keep their indices; b's come after them, t replaced by the temporary.
+    inputs = list(a.inputs)
+    b_names = {}
+    for k, name in enumerate(b.inputs):
+        if name == a.output:
+            b_names[f"in{k}"] = temp
+            continue
+        b_names[f"in{k}"] = f"in{len(inputs)}"
+        inputs.append(name)
+    a_names = {"out": temp}
+    a_temps = {f"a.{x}": mem for x, mem in a.temps.items()}
+    b_temps = {f"b.{x}": mem for x, mem in b.temps.items()}
+
+    a_shift = len(sets)
+    sets += list(a.scalar_params)
+    a_moved = params_of(a)
+    b_shift = len(sets)
+    sets += list(b.scalar_params)
+    b_moved = params_of(b)
+    steps = renamed(a, "a.", a_names, a_shift, a_moved) + renamed(b, "b.", b_names, b_shift, b_moved)
+
+    types = {f"in{k}": a.types[f"in{k}"] for k in range(len(a.inputs))}
+    for k in range(len(b.inputs)):
+        if b_names[f"in{k}"] != temp:
+            types[b_names[f"in{k}"]] = b.types[f"in{k}"]
+    types[temp] = a.types["out"]
+    types.update({f"a.{x}": a.types[x] for x in a.temps})
+    types.update({f"b.{x}": b.types[x] for x in b.temps})
+    types["out"] = b.types["out"]
+    # An int32 intermediate in ACC: one row per vector there, four in ASRAM, and the vector
+    # unit spends a cycle per row (isa/vector.py), so each step touching it is 4x faster.
+    temps = {**a_temps, temp: "ACC" if a.types["out"] == VecType.INT32 else "ASRAM", **b_temps}
+    windows = dict(a.windows)
+    windows.update({int(b_names[f"in{k}"][2:]): w for k, w in b.windows.items()})
+    return EltLayer(b.name, inputs, b.output, b.out_shape, types, temps, steps,
+                    params=main.params if main is not None else None, per_channel=main is not None,
+                    table=a.table if a.table is not None else b.table, windows=windows,
+                    consts=a.consts + b.consts, ops=a.ops + b.ops, location=a.location or b.location,
+                    scalar_params=sets)
