@@ -25,7 +25,13 @@ CASES = [
                                        dilation=(2, 1))),
     ("default", (1, 20, 30, 5), ConvSpec(oc=17, kernel=(3, 9), stride=(2, 3), pad=(1, 1, 4, 4))),
     ("tiny", (1, 9, 14, 1), ConvSpec(oc=5, kernel=(3, 9), stride=(1, 4), pad=(0, 0, 1, 1))),
+    # More pixels per brick than the stride (overlapping taps): ResNet-50's 7x7/2 stem
+    # (g = 5: 2 taps per row), MobileNetV2's 3x3/2 stem (g = 3: 1 tap).
+    ("default", (1, 21, 23, 3), ConvSpec(oc=18, kernel=(7, 7), stride=(2, 2), pad=(3, 2, 3, 2))),
+    ("default", (1, 17, 18, 3), ConvSpec(oc=32, kernel=(3, 3), stride=(2, 2), pad=(0, 1, 0, 1))),
 ]
+# Pixels per brick the pass chooses for each case (the fewest MATMUL vectors in all).
+PIXELS = [4, 4, 4, 2, 3, 4, 5, 3]
 
 
 @pytest.mark.parametrize("case", range(len(CASES)))
@@ -36,6 +42,7 @@ def test_packed_conv(case):
     graph = build_chain(rng, shape, [spec])
     layers = run_pipeline(graph, config).layers
     assert [type(layer) for layer in layers] == [RepackLayer, PackedConvLayer]
+    assert layers[0].out_shape[-1] == PIXELS[case] * shape[-1]
     run_and_compare(graph, config, rng, timing_seeds=(0,))
 
 

@@ -44,6 +44,9 @@ def test_a_residual_chain_is_one_bit_exact_layer(shape, per_channel):
     layers = _elt_layers(comp)
     assert len(layers) == 1, [layer.ops for layer in layers]
     assert len(layers[0].ops) == 5 and sorted(layers[0].inputs) == sorted([a, b])
+    # Four vector steps: the CLAMP (ReLU) is the last RESCALE's own clamp.
+    assert [s.name for s in layers[0].steps] == ["VRESCALE", "VRESCALE", "VALU", "VRESCALE"]
+    assert layers[0].steps[-1].fields["clamp"] == 1
     # The intermediates never reach external memory.
     assert not any(t in comp.flow.roots for t in inner)
 

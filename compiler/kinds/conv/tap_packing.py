@@ -1,18 +1,24 @@
 """Tap packing: strided convolutions with few input channels use more array rows.
 
 A convolution with ``cin`` input channels fills ``cin`` of the array's ``L`` rows per
-MATMUL (AlexNet's first layer: 3 of 16).  When its x stride ``g`` satisfies
-``g * cin <= L``, the layer becomes two convolutions:
+MATMUL (AlexNet's and ResNet-50's first layers: 3 of 16).  With x stride ``s`` and
+``s * cin <= L`` the layer becomes two convolutions, for a packing factor ``g`` with
+``s <= g`` and ``g * cin <= L``:
 
-1. a *repack* layer (a ConvLayer with 0/1 weights and an exact identity output stage)
-   writes ``P[n, y, q, dx*cin + c] = X[n, y, g*q + dx - pad_left, c]``: ``g`` consecutive
-   pixels per brick (pixels outside the image get the input zero point, exactly what the
-   convolution's padding holds).  It costs one MATMUL vector per input pixel;
-2. the convolution on ``P``: kernel ``kh x ceil(kw/g)``, x stride 1, weights
-   ``W'[o, ky, j, dx*cin + c] = W[o, ky, g*j + dx, c]`` (the weight zero point past the
-   kernel's width, which contributes exactly 0), same output stage: ``kh*ceil(kw/g)``
-   MATMULs per output tile instead of ``kh*kw``.
+1. a *repack* layer (a ConvLayer with 0/1 weights, kernel ``1 x g``, x stride ``s``, and an
+   exact identity output stage) writes ``P[n, y, q, dx*cin + c] = X[n, y, s*q + dx - pad_left, c]``:
+   ``g`` consecutive pixels per brick, bricks ``s`` pixels apart (pixels outside the image
+   get the input zero point, exactly what the convolution's padding holds).  It costs ``g``
+   MATMUL vectors per brick;
+2. the convolution on ``P``: kernel ``kh x kq``, x stride 1, tap ``j`` covering kernel
+   columns ``s*j .. s*j+g-1``, so ``kq = 1 + ceil((kw - g) / s)``.  When ``g > s`` the taps
+   overlap; each column's weights sit in the first tap that covers it, the weight zero
+   point (which contributes exactly 0) elsewhere.  Same output stage: ``kh*kq`` MATMULs per
+   output tile instead of ``kh*kw``.
 
+``g = s`` gives ``ceil(kw/s)`` taps; a larger ``g`` fewer (ResNet-50's 7x7/2 conv with 3
+channels: ``g = 5`` gives 2 taps per row instead of 4, for a repack of 5 instead of 2
+vectors per brick); :func:`_factor` takes the ``g`` with the fewest MATMUL vectors in all.
 Kernel taps thus move into the reduction dimension (an im2col along x done by the array
 itself: the DMA moves whole bus words, so lanes cannot be regrouped by strided loads of
 brick tensors).  Both layers go through the ordinary tiling and lowering.  The pass
@@ -67,20 +73,40 @@ def pack_taps(flow: Dataflow, config: NpuConfig) -> Dataflow:
     return flow
 
 
+def taps_per_row(kw: int, s: int, g: int) -> int:
+    """x-taps of the packed convolution: tap ``j`` covers kernel columns ``s*j .. s*j+g-1``."""
+    return 1 + max(0, ceil_div(kw - g, s))
+
+
+def _tap_of(kx: int, s: int, g: int) -> tuple[int, int]:
+    """(tap, pixel in the brick) that multiplies kernel column ``kx``: the first tap covering
+    it (taps overlap when ``g > s``; the later ones hold the weight zero point there)."""
+    j = max(0, ceil_div(kx - g + 1, s))
+    return j, kx - s * j
+
+
 def _factor(layer, config: NpuConfig) -> int:
-    """The packing factor (pixels per brick) of ``layer``, 0 if not worth it."""
+    """The packing factor (pixels per brick) of ``layer``, 0 if not worth it: of the ``g``
+    from the x stride up to what the brick holds, the one with the fewest MATMUL vectors
+    (the convolution's plus the repack's)."""
     if type(layer) is not ConvLayer:
         return 0
     n, ih, iw, cin = layer.in_shape
     _, oh, ow, cout = layer.out_shape
     kh, kw = layer.kernel
-    g = layer.stride[1]
-    if g < 2 or layer.dilation[1] != 1 or g * cin > config.array_rows or kw < 2:
+    s = layer.stride[1]
+    if s < 2 or layer.dilation[1] != 1 or s * cin > config.array_rows or kw < 2:
         return 0
-    kq = ceil_div(kw, g)
-    wq = ow + kq - 1
-    saved = n * oh * ow * ceil_div(cout, config.array_cols) * kh * (kw - kq)
-    cost = n * ih * wq * g
+    blocks = ceil_div(cout, config.array_cols)
+
+    def work(g: int) -> int:
+        kq = taps_per_row(kw, s, g)
+        return n * oh * ow * blocks * kh * kq + n * ih * (ow + kq - 1) * g
+
+    g = min(range(s, config.array_rows // cin + 1), key=lambda g: (work(g), g))
+    kq = taps_per_row(kw, s, g)
+    saved = n * oh * ow * blocks * kh * (kw - kq)
+    cost = n * ih * (ow + kq - 1) * g
     return g if 4 * saved > 5 * cost else 0         # a margin for the repack's DMA and ACTs
 
 
@@ -89,7 +115,8 @@ def _split(flow: Dataflow, layer: ConvLayer, g: int) -> list[ConvLayer]:
     _, oh, ow, cout = layer.out_shape
     kh, kw = layer.kernel
     pt, pb, pl, _ = layer.pad
-    kq = ceil_div(kw, g)
+    s = layer.stride[1]
+    kq = taps_per_row(kw, s, g)
     wq = ow + kq - 1
     lanes = g * cin
     packed = f"{layer.name}.packed"
@@ -108,15 +135,17 @@ def _split(flow: Dataflow, layer: ConvLayer, g: int) -> list[ConvLayer]:
     repack = RepackLayer(
         name=f"{layer.name}.pack", input=layer.input, output=packed, in_shape=layer.in_shape,
         out_shape=shape, weights=select, bias=np.zeros(lanes, dtype=np.int32), input_zp=zp,
-        weight_zp=0, stride=(1, g), dilation=(1, 1), pad=(0, 0, pl, max(g * wq - iw - pl, 0)),
+        weight_zp=0, stride=(1, s), dilation=(1, 1), pad=(0, 0, pl, max(s * (wq - 1) + g - iw - pl, 0)),
         multiplier=np.full(lanes, 1 << IDENTITY_SHIFT, dtype=np.int64),
         shift=np.full(lanes, IDENTITY_SHIFT, dtype=np.int64), scale32=True, double_round=False,
         output_zp=zp, clamp=(-128, 127), ops=[f"repack of {layer.name}'s input: {g} pixels per brick"],
         location=layer.location)
 
-    w = np.full((cout, kh, kq * g, cin), layer.weight_zp, dtype=np.int8)
-    w[:, :, :kw, :] = layer.weights
-    # [o][ky][j*g + dx][c] -> [o][ky][j][dx*cin + c]
+    # [o][ky][j][dx*cin + c] = W[o][ky][s*j + dx][c] for the tap that owns column s*j + dx.
+    w = np.full((cout, kh, kq, g, cin), layer.weight_zp, dtype=np.int8)
+    for kx in range(kw):
+        j, dx = _tap_of(kx, s, g)
+        w[:, :, j, dx, :] = layer.weights[:, :, kx, :]
     w = np.ascontiguousarray(w.reshape(cout, kh, kq, g * cin))
     conv = PackedConvLayer(
         name=layer.name, input=packed, output=layer.output, in_shape=shape, out_shape=layer.out_shape,

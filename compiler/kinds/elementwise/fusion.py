@@ -33,7 +33,7 @@ from __future__ import annotations
 import re
 from dataclasses import replace
 
-from isa.instructions import VecType
+from isa.instructions import ValuOp, VecType
 
 from compiler.core.dataflow import Dataflow
 from compiler.kinds.elementwise.layer import EltLayer, Step
@@ -148,8 +148,35 @@ def _merge(a: EltLayer, b: EltLayer) -> EltLayer:
     temps = {**a_temps, temp: "ACC" if a.types["out"] == VecType.INT32 else "ASRAM", **b_temps}
     windows = dict(a.windows)
     windows.update({int(b_names[f"in{k}"][2:]): w for k, w in b.windows.items()})
+    steps = _fold_clamps(steps, temps, types)
     return EltLayer(b.name, inputs, b.output, b.out_shape, types, temps, steps,
                     params=main.params if main is not None else None, per_channel=main is not None,
                     table=a.table if a.table is not None else b.table, windows=windows,
                     consts=a.consts + b.consts, ops=a.ops + b.ops, location=a.location or b.location,
                     scalar_params=sets)
+
+
+def _fold_clamps(steps: list[Step], temps: dict, types: dict) -> list[Step]:
+    """A VRESCALE whose result only a CLAMP of the same type reads does the clamp itself
+    (its ``clamp`` fields: after the type range, as TOSA's CLAMP of the rescaled value), one
+    vector step less: the residual ADD's RESCALE to int8 and ReLU."""
+    steps = list(steps)
+    k = 0
+    while k < len(steps):
+        s = steps[k]
+        x = s.dst
+        readers = [i for i, t in enumerate(steps) if x in t.srcs]
+        if s.name == "VRESCALE" and not s.fields.get("clamp") and x in temps and len(readers) == 1:
+            i = readers[0]
+            c = steps[i]
+            between = steps[k + 1:i]
+            if (c.name == "VALU" and c.fields.get("op") == ValuOp.CLAMP and c.fields["dtype"] == s.fields["out_type"]
+                    and not any(c.dst in t.srcs or t.dst == c.dst for t in between)):
+                steps[k] = replace(s, fields=dict(s.fields, clamp=1, clamp_min=c.fields["imm0"],
+                                                  clamp_max=c.fields["imm1"]), dst=c.dst)
+                del steps[i]
+                temps.pop(x)
+                types.pop(x)
+                continue
+        k += 1
+    return steps
