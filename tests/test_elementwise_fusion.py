@@ -102,3 +102,17 @@ def test_a_mixed_chain_merges_and_stays_bit_exact():
     y = g.rescale(f, "int8", [1 << 30], [40], ozp=4)
     comp = run_and_compare(g.graph([y]), g.inputs(rng), SMALL_CONFIG)
     assert len(_elt_layers(comp)) == 1
+
+
+def test_a_select_of_a_merged_int32_value_is_bit_exact():
+    """SELECT reads its value operands b and c with one set of strides, so an int32
+    intermediate it selects from stays in ASRAM like the other operand (found by the
+    Circle fuzzer: an ACC temporary there tripped the lowering's layout check)."""
+    rng = np.random.default_rng(11)
+    g = VecBuilder(rng)
+    x, y = g.input((3, 20), "int8"), g.input((3, 20), "int32", -5000, 5000)
+    cond = g.op("GREATER", [y, g.const(np.array([[0]]), "int32")], (3, 20), "bool")
+    w = g.rescale(x, "int32", [1 << 30], [25], izp=1)
+    out = g.op("SELECT", [cond, w, y], (3, 20), "int32")
+    comp = run_and_compare(g.graph([out]), g.inputs(rng), SMALL_CONFIG)
+    assert len(_elt_layers(comp)) == 1

@@ -217,6 +217,8 @@ def load_npz(path, what: str = "inputs") -> dict[str, np.ndarray]:
     try:
         with zipfile.ZipFile(path) as z:
             for info in z.infolist():
+                if not info.filename:          # (zipfile's is_dir() indexes the name)
+                    raise InvalidInput(f"{path}: not a valid .npz file: a member without a name")
                 if info.is_dir():
                     continue
                 name = info.filename[:-4] if info.filename.endswith(".npy") else info.filename

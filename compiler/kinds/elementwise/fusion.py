@@ -145,7 +145,11 @@ def _merge(a: EltLayer, b: EltLayer) -> EltLayer:
     types["out"] = b.types["out"]
     # An int32 intermediate in ACC: one row per vector there, four in ASRAM, and the vector
     # unit spends a cycle per row (isa/vector.py), so each step touching it is 4x faster.
-    temps = {**a_temps, temp: "ACC" if a.types["out"] == VecType.INT32 else "ASRAM", **b_temps}
+    # (Not as a SELECT's value operand: b and c share strides, so they share a row count.)
+    selected = any(x == temp for st in steps if st.name == "VALU" and st.fields.get("op") == ValuOp.SELECT
+                   for x in st.srcs[1:])
+    wide = a.types["out"] == VecType.INT32 and not selected
+    temps = {**a_temps, temp: "ACC" if wide else "ASRAM", **b_temps}
     windows = dict(a.windows)
     windows.update({int(b_names[f"in{k}"][2:]): w for k, w in b.windows.items()})
     steps = _fold_clamps(steps, temps, types)
