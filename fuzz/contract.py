@@ -7,7 +7,7 @@ graph, their outputs must agree bit for bit.
 
 Why fork: importing numpy and the toolchain takes about a second, an input a few
 milliseconds.  The parent imports everything once; each input runs in a child (``os.fork``)
-with ``RLIMIT_AS`` (memory) and a wall-clock timeout, so a hostile input that blows up
+with ``RLIMIT_AS`` (memory), ``RLIMIT_CPU`` and a wall-clock deadline, so a hostile input that blows up
 kills only its child, and the verdict is read from the child's exit status and stderr.
 """
 from __future__ import annotations
@@ -22,9 +22,13 @@ import time
 from dataclasses import dataclass
 
 # Defaults of one input's budget: generous for the fixtures (a few MB, well under a second)
-# and far below what a runaway would take.
+# and far below what a runaway would take.  Time is CPU time (RLIMIT_CPU: a busy loop is
+# stopped by SIGXCPU), with a wall-clock deadline WALL_FACTOR times longer for inputs that
+# block without computing (a FIFO): on a shared machine a wall-clock limit alone reports
+# inputs that merely waited for a core as hangs.
 MEMORY_LIMIT = 3 << 30
 TIME_LIMIT = 30.0
+WALL_FACTOR = 4
 DISAGREE = 97          # child exit code: ref and isa both accepted and disagree
 
 
@@ -37,8 +41,11 @@ class Verdict:
     why: str = ""       # what broke the contract
 
 
-def _child(fn, args, err_fd: int) -> None:
+def _child(fn, args, err_fd: int, cpu_seconds: float) -> None:
     resource.setrlimit(resource.RLIMIT_AS, (MEMORY_LIMIT, MEMORY_LIMIT))
+    used = resource.getrusage(resource.RUSAGE_SELF)       # the limit counts the process's total
+    cpu = int(used.ru_utime + used.ru_stime + cpu_seconds) + 1
+    resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu + 5))
     os.dup2(err_fd, 2)
     devnull = os.open(os.devnull, os.O_WRONLY)
     os.dup2(devnull, 1)
@@ -64,9 +71,9 @@ def check(fn, *args, timeout: float = TIME_LIMIT) -> Verdict:
     pid = os.fork()
     if pid == 0:
         os.close(r)
-        _child(fn, args, w)
+        _child(fn, args, w, timeout)
     os.close(w)
-    chunks, deadline, killed = [], start + timeout, False
+    chunks, deadline, killed = [], start + WALL_FACTOR * timeout, False
     while True:                 # stderr until the child closes it (exits), or the deadline
         left = deadline - time.perf_counter()
         if left <= 0:
@@ -85,7 +92,9 @@ def check(fn, *args, timeout: float = TIME_LIMIT) -> Verdict:
     seconds = time.perf_counter() - start
     err = b"".join(chunks).decode("utf-8", "replace")
     if killed:
-        return Verdict(False, None, err, seconds, f"no answer within {timeout:.0f} s (hang)")
+        return Verdict(False, None, err, seconds, f"no answer within {WALL_FACTOR * timeout:.0f} s (hang)")
+    if os.WIFSIGNALED(status) and os.WTERMSIG(status) == signal.SIGXCPU:
+        return Verdict(False, None, err, seconds, f"more than {timeout:.0f} s of CPU time (hang)")
     if os.WIFSIGNALED(status):
         return Verdict(False, None, err, seconds, f"killed by signal {os.WTERMSIG(status)}")
     return _verdict(os.WEXITSTATUS(status), err, seconds)

@@ -35,3 +35,27 @@ def test_reproducer(path: Path):
 def test_short_fixed_seed_run(kind):
     result = campaign(kind, SHORT_RUN, seed=2026, corpus=None, log=lambda *_: None)
     assert not result["findings"], result["findings"]
+
+
+def _spin() -> int:
+    while True:
+        pass
+
+
+def _block() -> int:
+    import time
+
+    time.sleep(3600)
+    return 0
+
+
+def test_the_contract_stops_a_busy_loop_by_cpu_time_and_a_blocked_input_by_the_clock(monkeypatch):
+    from fuzz import contract
+
+    with monkeypatch.context() as m:
+        m.setattr(contract, "WALL_FACTOR", 600)     # however loaded the machine: the CPU limit trips
+        busy = contract.check(_spin, timeout=1)
+    assert not busy.ok and "CPU time" in busy.why
+    blocked = contract.check(_block, timeout=0.5)
+    assert not blocked.ok and "no answer within 2 s" in blocked.why
+    assert contract.check(lambda: 0, timeout=1).ok

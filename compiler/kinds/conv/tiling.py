@@ -198,11 +198,14 @@ def _estimate(plan: ConvPlan, config: NpuConfig) -> dict:
         dma_out += count * plan.cbo * (px + 1)
         instructions += count * (plan.cbo * (mm_per + 2) + in_loads * ceil_div(plan.cbi, plan.cg))
     w_words = plan.cbo * plan.cbi * plan.taps * rows + plan.cbo * PARAM_ROWS * config.words_per_wide_row
-    dma_in += w_loads * w_words
+    w_dma = w_loads * w_words
+    dma_in += w_dma
     instructions += w_loads * plan.ogroups * plan.groups * 2
-    # Work that cannot overlap the array for lack of a second slot is added to it.
+    # Work that cannot overlap the array for lack of a second slot is added to it (one
+    # weight slot: the next group's weights load only once the array is done with this one's).
     serial = mxu
-    serial += dma_in if plan.in_slots == 1 else 0
+    serial += dma_in - w_dma if plan.in_slots == 1 else 0
+    serial += w_dma if plan.w_slots == 1 and not resident_w else 0
     serial += vpu if plan.acc_slots == 1 else 0
     serial += dma_out if plan.out_slots == 1 else 0
     # The instruction fetch shares the external bus with the DMA (it uses the cycles in which
