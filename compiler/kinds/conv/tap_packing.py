@@ -69,7 +69,7 @@ def pack_taps(flow: Dataflow, config: NpuConfig) -> Dataflow:
 
 def _factor(layer, config: NpuConfig) -> int:
     """The packing factor (pixels per brick) of ``layer``, 0 if not worth it."""
-    if type(layer) is not ConvLayer:
+    if type(layer) is not ConvLayer or layer.depth_multiplier:     # depthwise: one channel per lane already
         return 0
     n, ih, iw, cin = layer.in_shape
     _, oh, ow, cout = layer.out_shape
