@@ -151,3 +151,24 @@ def run_pipeline_program(graph):
     comp = run_pipeline(graph, DEFAULT_CONFIG)
     assert len(_array_layers(comp)) == 1
     return comp.program
+
+
+def test_depthwise_on_the_array_after_vector_layer_and_pad():
+    """A vector-unit producer (CLAMP) writes bricks for the array's depthwise layer, and a PAD
+    with the input zero point folds into its padding (no copy)."""
+    rng = np.random.default_rng(5)
+    g = VecBuilder(rng, "dwpad")
+    izp = -3
+    x = g.input((1, 10, 12, 20), "int8")
+    c = g.op("CLAMP", [x], (1, 10, 12, 20), "int8", min_val=-100, max_val=90)
+    p = g.op("PAD", [c, g.const(np.array([0, 0, 1, 1, 2, 0, 0, 0]), "shape"), g.const([izp], "int8")],
+             (1, 12, 14, 20), "int8")
+    wt = g.const(rng.integers(-128, 128, (3, 3, 20, 1)), "int8")
+    b = g.const(rng.integers(-5000, 5000, (20,)), "int32")
+    acc = g.op("DEPTHWISE_CONV2D", [p, wt, b, g.const([izp], "int8"), g.const([0], "int8")], (1, 10, 12, 20),
+               "int32", pad=[0, 0, 0, 0], stride=[1, 1], dilation=[1, 1], acc_type="INT32")
+    y = g.rescale(acc, "int8", rng.integers(1 << 29, 1 << 30, 20), rng.integers(36, 42, 20), ozp=4,
+                  per_channel=True)
+    comp = run_and_compare(g.graph([y]), g.inputs(rng), DEFAULT_CONFIG)
+    kinds = [type(layer).__name__ for layer in comp.layers]
+    assert kinds == ["EltLayer", "ConvLayer"] and _array_layers(comp)[0].pad == (1, 1, 2, 0)
