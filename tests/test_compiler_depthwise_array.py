@@ -145,10 +145,28 @@ def test_depthwise_on_the_array_rtl():
         assert stats["cycles"] == IsaSim(DEFAULT_CONFIG).run(program, program.memory_image(inputs)).cycles
 
 
-def run_pipeline_program(graph):
+@pytest.mark.rtl
+def test_depthwise_on_the_array_rtl_small_config():
+    """The 4x4 array: three channel blocks, the reference interpreter's outputs and the ISA
+    simulator's cycle count."""
+    from npu import backends
+    from sim.isa.sim import IsaSim
+    from sim.reference import run_graph
+
+    rng = np.random.default_rng(11)
+    graph, inputs = depthwise_graph(rng, 1, (14, 13), 10, 1, (3, 3), (1, 1), (1, 1), (1, 1, 1, 1), 3, 0,
+                                    (-128, 127), per_channel=False)
+    program = run_pipeline_program(graph, SMALL_CONFIG)
+    got, stats = backends.run(backends.Model("depthwise", program=program), inputs, "rtl", SMALL_CONFIG)
+    for name, want in run_graph(graph, inputs).items():
+        np.testing.assert_array_equal(got[name], want, err_msg=name)
+    assert stats["cycles"] == IsaSim(SMALL_CONFIG).run(program, program.memory_image(inputs)).cycles
+
+
+def run_pipeline_program(graph, config=DEFAULT_CONFIG):
     from compiler.driver import run_pipeline
 
-    comp = run_pipeline(graph, DEFAULT_CONFIG)
+    comp = run_pipeline(graph, config)
     assert len(_array_layers(comp)) == 1
     return comp.program
 
