@@ -22,9 +22,9 @@ TRANSPOSE   of a graph input, when the input feeds only such TRANSPOSEs: folded 
             moving the channel axis: through the rows layout
 SLICE       a view (the consumer's DMA reads the window: start offsets in the address, sizes
             in the lengths); a channel start inside a brick: through the rows layout
-PAD         folded into each consumer CONV2D whose input zero point equals the pad value
-            (H/W padding only); else a DMA copy with pad fill (channel padding inside a brick:
-            through the rows layout)
+PAD         folded into each consumer CONV2D (or DEPTHWISE_CONV2D on the array) whose input
+            zero point equals the pad value (H/W padding only); else a DMA copy with pad
+            fill (channel padding inside a brick: through the rows layout)
 CONCAT      in place: a producer (conv or copy) whose only use is the CONCAT writes straight
             into its slot of the concatenated root; other inputs are copied there.  Along
             channels with an input ending inside a brick: through the rows layout
@@ -43,6 +43,7 @@ from collections import Counter
 
 import numpy as np
 
+from isa.config import NpuConfig, array_config
 from sim.reference.signatures import check_signature
 from tosa_ir import Graph, Operator
 from tosa_ir.errors import Unsupported
@@ -51,29 +52,30 @@ from compiler.core.dataflow import Binding, Dataflow, Ref, Root
 from compiler.core.ir import ConvLayer, CopyLayer
 from compiler.kinds.movement import params as movement
 from compiler.kinds.movement.brick_rows import brick_rows_layer, move_via_rows, rows_copy
-from compiler.kinds.elementwise.depthwise import depthwise_layer
 from compiler.core.errors import invalid, unsupported
 from compiler.core.operands import CONST_OPS, scalar_input
 from compiler.kinds.conv.fusion import conv_chain, conv_layer
-from compiler.kinds.movement.layer import MOVE_OPS, move_layer, pad_repeat_layer
+from compiler.kinds.movement.layer import MOVE_OPS, move_layer
 from compiler.kinds.mxu_conv.layer import mxu_conv
 from compiler.kinds.reduce.layer import REDUCE_OPS, reduce_layer
 from compiler.kinds.decompose.layer import reduce_long
 from compiler.kinds.variables.layer import FOLDED_OPS, rewrite_graph, write_back
-from compiler.kinds.registry import ROWS_READERS, SELECTORS
+from compiler.kinds.registry import BRICK_READERS, ROWS_READERS, SELECTORS
 from compiler.core.views import flat_compatible, same_bytes, shape4
 
 # The walk's own operators, then those the kinds select themselves (compiler/kinds/registry.py).
 SUPPORTED_OPS = (CONST_OPS + ("CONV2D",) + movement.MOVEMENT_OPS
-                 + tuple(REDUCE_OPS) + ("DEPTHWISE_CONV2D",) + MOVE_OPS + ("COND_IF",) + FOLDED_OPS
+                 + tuple(REDUCE_OPS) + MOVE_OPS + ("COND_IF",) + FOLDED_OPS
                  + tuple(SELECTORS))
 # Operators that read "rows" tensors (isa/layout.py) as well as bricks; RESHAPE and IDENTITY of
 # a rows tensor are views of its bytes.
-ROWS_OPS = tuple(REDUCE_OPS) + ("DEPTHWISE_CONV2D",) + ROWS_READERS
+ROWS_OPS = tuple(REDUCE_OPS) + ROWS_READERS
 
 
-def build_dataflow(graph: Graph, lanes: int) -> Dataflow:
-    """Walk ``graph``'s main block (see the module docstring).
+def build_dataflow(graph: Graph, lanes: int, config: NpuConfig | None = None) -> Dataflow:
+    """Walk ``graph``'s main block (see the module docstring) for ``config`` (default: the
+    reference design with ``lanes``-wide array and bus; kinds that choose a unit by its cycles
+    need it).
 
     Raises
     ------
@@ -82,7 +84,7 @@ def build_dataflow(graph: Graph, lanes: int) -> Dataflow:
     TosaError, InvalidInput
         An illegal graph.
     """
-    return GraphWalk(rewrite_graph(graph), lanes).run()     # DIM, 1.0 variable tensors: kinds/variables/layer.py
+    return GraphWalk(rewrite_graph(graph), lanes, config).run()     # DIM, 1.0 variable tensors: kinds/variables/layer.py
 
 
 
@@ -113,8 +115,12 @@ class GraphWalk:
 
     rows_ops = ROWS_OPS
 
-    def __init__(self, graph: Graph, lanes: int):
+    def __init__(self, graph: Graph, lanes: int, config: NpuConfig | None = None):
         self.graph, self.block, self.lanes = graph, graph.main, lanes
+        self.config = config if config is not None else array_config(lanes)
+        if self.config.bus_bytes != lanes:
+            raise ValueError(f"config of {self.config.bus_bytes}-byte bus for {lanes} lanes")
+        self.choices: dict = {}                              # kinds' cached decisions
         self.consumers = self.block.consumers()
         self.producers = self.block.producers()
         self.flow = Dataflow(lanes)
@@ -191,7 +197,7 @@ class GraphWalk:
         """True if a reader of ``name`` needs it as bricks (not an elementwise operator, nor a
         RESHAPE/IDENTITY whose result may stay in the rows layout)."""
         for user in self.consumers.get(name, []):
-            if user.op in ROWS_OPS:
+            if user.op in ROWS_OPS and not (user.op in BRICK_READERS and BRICK_READERS[user.op](self, user)):
                 continue
             # Data movement follows its readers, except that rank-4 int8 tensors keep the
             # brick path (host-side transposes, in-place CONCAT, the brick copies).
@@ -243,43 +249,6 @@ class GraphWalk:
             self.new_root(name, tuple(out.shape), "computed", layout="rows", dtype=out.dtype)
         else:
             self.new_root(name, shape4(out.shape), "computed")
-
-    def _depthwise_conv2d(self, op: Operator) -> None:
-        w = self.block.tensor(op.inputs[1])
-        if self.block.tensor(op.inputs[0]).dtype == "int16" or (len(w.shape) == 4 and w.shape[3] > 1):
-            # int48 accumulators, or a channel multiplier (the vector unit would copy the input
-            # M times): on the array as a convolution with diagonal weights (kinds/mxu_conv/layer.py)
-            mxu_conv(self, op)
-            return
-        layer, constants, pad, izp = depthwise_layer(op, self.block, self.new_name("dw"))
-        for name, data in constants:
-            self.new_root(name, data.shape, "const", layout="rows", dtype=str(data.dtype), data=data)
-        repeat = self.block.tensor(op.inputs[1]).shape[3]
-        if self.is_rows(op.inputs[0]):
-            x = self.require_vec(op, op.inputs[0])
-            if any(pad) or repeat > 1:
-                # Padding and channel repetition in one element-DMA copy.
-                n, h, w, c = self.flow.shapes[x]
-                padded = self.new_root(f"{layer.name}.padded", (n, h + pad[0] + pad[1], w + pad[2] + pad[3],
-                                                             c * repeat), "computed", layout="rows", dtype="int8")
-                self.flow.layers.append(pad_repeat_layer(self.new_name("move"), x, padded, (n, h, w, c), pad, repeat,
-                                                         izp, "int8", self.lanes, layer.ops, op.location))
-                x = padded
-        else:
-            x = self.require(op, op.inputs[0])
-            n, h, w, c = self.flow.shapes[x]
-            if repeat > 1 and c > 1:
-                raise unsupported(op, f"channel multiplier {repeat} on a brick input of {c} channels: the "
-                                      f"channels would have to be repeated (done for rows inputs only)")
-            if any(pad):
-                padded = self.new_root(f"{layer.name}.padded", (n, h + pad[0] + pad[1], w + pad[2] + pad[3], c),
-                                    "computed")
-                self._copy(op, x, padded, "DEPTHWISE_CONV2D padding (input zero point)",
-                           pad=(0, 0, pad[0], pad[1], pad[2], pad[3], 0, 0), pad_value=izp)
-                x = padded
-        layer.inputs = [x if k in layer.windows else t for k, t in enumerate(layer.inputs)]
-        self.vector_output(op.outputs[0])
-        self.flow.layers.append(layer)
 
     def _reduce(self, op: Operator) -> None:
         if reduce_long(self, op):     # longer than one VPOOL window: split (kinds/decompose/reduce_split.py)
@@ -427,6 +396,11 @@ class GraphWalk:
             # not int8 CONV2D -> RESCALE int8: accumulators out, or the RESCALE from ACC (kinds/mxu_conv/layer.py)
             mxu_conv(self, op)
             return
+        self.add_conv(op, chain, layer)
+
+    def add_conv(self, op: Operator, chain: list[Operator], layer: ConvLayer) -> None:
+        """The fused convolution ``layer`` of ``chain`` (``op`` first), a PAD before it folded
+        into its padding where it can be."""
         self.done.update(id(o) for o in chain)
         src, pad = layer.input, list(layer.pad)
         while src in self.producers and self.producers[src].op == "PAD":
@@ -448,8 +422,10 @@ class GraphWalk:
     def _pad_fold(self, pad_op: Operator, conv: Operator) -> tuple[int, int, int, int] | None:
         """(top, bottom, left, right) if ``pad_op`` folds into ``conv``'s padding: H/W
         padding only, with the conv's input zero point as value (what the conv pads with)."""
-        if conv.op != "CONV2D" or conv.inputs[0] != pad_op.outputs[0]:
+        if conv.op not in ("CONV2D", "DEPTHWISE_CONV2D") or conv.inputs[0] != pad_op.outputs[0]:
             return None
+        if conv.op == "DEPTHWISE_CONV2D" and not BRICK_READERS[conv.op](self, conv):
+            return None                    # on the vector unit: it reads the padded tensor
         (n0, n1, h0, h1, w0, w1, c0, c1), value = movement.pad_params(pad_op, self.block)
         if n0 or n1 or c0 or c1 or value != scalar_input(conv, self.block, 3, "input_zp"):
             return None

@@ -108,7 +108,7 @@ def run_pipeline(graph: Graph, config: NpuConfig = DEFAULT_CONFIG, loops: bool =
     graph = fold_constants(graph)   # idempotent: a graph folded by compile_graph is returned as is
     try:
         check_variable_blocks(graph)     # variables in control-flow blocks: Unsupported
-        flow = build_dataflow(inline_control_flow(graph), config.bus_bytes)
+        flow = build_dataflow(inline_control_flow(graph), config.bus_bytes, config)
     except InvalidInput:
         raise
     except Exception:

@@ -109,6 +109,8 @@ class Walk(Protocol):
     done: set[int]
     rows_ops: tuple[str, ...]
     variables: dict
+    config: object          # isa.config.NpuConfig: for kinds that choose by cost
+    choices: dict           # decisions kinds cache per operator (key -> value)
 
     def new_name(self, kind: str) -> str:
         """A fresh layer or buffer name: ``kind`` and a counter."""
@@ -140,3 +142,7 @@ class Walk(Protocol):
 
     def vector_output(self, name: str) -> None:
         """The root of a vector-unit layer's result: rows, or bricks when a reader needs them."""
+
+    def add_conv(self, op: Operator, chain: list[Operator], layer) -> None:
+        """Add the fused convolution ``layer`` (compiler/core/ir.py ConvLayer) of the operators
+        ``chain`` (``op`` first), folding a PAD before it into its padding where it can."""

@@ -91,6 +91,11 @@ class ConvLayer(SingleTensorLayer):
         ``Operator.describe()`` of the TOSA operators this layer implements.
     location : str
         Location of the CONV2D, for messages.
+    depth_multiplier : int
+        0 for a CONV2D.  ``M >= 1`` for a DEPTHWISE_CONV2D with channel multiplier ``M``:
+        output channel ``o`` reads input channel ``o // M`` only, ``weights`` is then
+        ``(OC, KH, KW, 1)`` (one kernel per output channel) and the tiling reduces each
+        output-channel block over its one input-channel block (compiler/kinds/conv/plan.py).
     """
 
     name: str
@@ -113,6 +118,7 @@ class ConvLayer(SingleTensorLayer):
     clamp: tuple[int, int]
     ops: list[str] = field(default_factory=list)
     location: str = ""
+    depth_multiplier: int = 0
 
     @property
     def kernel(self) -> tuple[int, int]:
@@ -123,7 +129,7 @@ class ConvLayer(SingleTensorLayer):
         """Multiply-accumulates the layer needs (padding taps included, as the spec counts)."""
         n, oh, ow, oc = self.out_shape
         kh, kw = self.kernel
-        return n * oh * ow * oc * kh * kw * self.in_shape[3]
+        return n * oh * ow * oc * kh * kw * int(self.weights.shape[3])   # depthwise: 1 input channel
 
 
 

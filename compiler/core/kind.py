@@ -20,6 +20,8 @@ layers and asks each layer's kind, in pipeline order:
 turn an operator into layers and views (``walk``: compiler/core/dataflow.py ``Walk``); they are
 supported operators from then on.  ``rows_ops`` are those of them that read tensors in the rows
 layout (isa/layout.py), so their producers need not write bricks.
+``reads_bricks(walk, op)``: for an operator of ``rows_ops`` that reads bricks after all when
+the kind decides so (a depthwise convolution chosen for the MAC array), True.
 ``vector_unit`` kinds get the graph's ERROR_IF checks (compiler/graph/validate.py) before
 lowering, since their checks are not complete.
 """
@@ -60,6 +62,7 @@ class Kind:
     emit: Callable[[Any, Any, NpuConfig, int], list] | None = None
     select: dict[str, Callable[[Any, Any], None]] = field(default_factory=dict)
     rows_ops: tuple[str, ...] = ()
+    reads_bricks: Callable[[Any, Any], bool] | None = None
     vector_unit: bool = False
 
     def __post_init__(self):

@@ -255,7 +255,7 @@ def estimate_compilation(compilation: Compilation) -> Estimate:
         if isinstance(layer, ConvLayer):
             n, oh, ow, _ = layer.out_shape
             kh, kw = layer.kernel
-            array_macs = n * oh * ow * kh * kw * plan.cbi * plan.cbo * config.macs_per_cycle
+            array_macs = n * oh * ow * kh * kw * plan.wcb * plan.cbo * config.macs_per_cycle
         mac_bound, bus_bound = roofline_bound(layer, compilation.graph, config)
         layers.append(LayerEstimate(layer.name, getattr(layer, "ops", []), plan.describe(), layer.macs, array_macs,
                                     mac_bound=mac_bound, bus_bound=bus_bound))

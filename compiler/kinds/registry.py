@@ -10,6 +10,7 @@ from __future__ import annotations
 from compiler.core.kind import Kind
 from compiler.kinds.conv.kind import KIND as CONV
 from compiler.kinds.decompose.kind import KIND as DECOMPOSE
+from compiler.kinds.depthwise.kind import KIND as DEPTHWISE
 from compiler.kinds.elementwise.kind import KIND as ELEMENTWISE
 from compiler.kinds.matmul.kind import KIND as MATMUL
 from compiler.kinds.movement.kind import COPY, MOVES
@@ -18,7 +19,7 @@ from compiler.kinds.pooling.kind import KIND as POOLING
 from compiler.kinds.reduce.kind import KIND as REDUCE
 from compiler.kinds.variables.kind import KIND as VARIABLES
 
-__all__ = ["KINDS", "ROWS_READERS", "SELECTORS", "kind_of"]
+__all__ = ["BRICK_READERS", "KINDS", "ROWS_READERS", "SELECTORS", "kind_of"]
 
 KINDS: tuple[Kind, ...] = (
     CONV,
@@ -30,6 +31,7 @@ KINDS: tuple[Kind, ...] = (
     MATMUL,
     MXU_CONV,
     DECOMPOSE,
+    DEPTHWISE,
     VARIABLES,
 )
 
@@ -38,6 +40,8 @@ SELECTORS = {op: fn for kind in KINDS for op, fn in kind.select.items()}
 if len(SELECTORS) != sum(len(kind.select) for kind in KINDS):
     raise RuntimeError("an operator is selected by two kinds")
 ROWS_READERS = tuple(op for kind in KINDS for op in kind.rows_ops)
+# Rows readers that may read bricks after all, by the kind's decision per operator.
+BRICK_READERS = {op: kind.reads_bricks for kind in KINDS if kind.reads_bricks is not None for op in kind.rows_ops}
 
 
 def kind_of(layer) -> Kind:

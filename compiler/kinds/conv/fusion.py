@@ -6,6 +6,8 @@ clamp).  So the unit of work is the chain
 
     CONV2D (int8 x int8 -> int32) -> RESCALE (int32 -> int8) [-> CLAMP (int8)]
 
+(or DEPTHWISE_CONV2D in place of CONV2D: a grouped convolution, each output channel reading
+one input channel; its layer carries the channel multiplier, ``ConvLayer.depth_multiplier``)
 which this pass turns into one :class:`compiler.core.ir.ConvLayer`, reading each parameter from
 wherever the graph's TOSA form keeps it (TOSA 1.0: zero points, multiplier and shift are
 constant input tensors; draft: attributes).  The graph walk that calls it (and handles
@@ -40,10 +42,10 @@ def _only_consumer(op: Operator, block: Block, consumers: dict, what: str) -> Op
 
 
 def conv_chain(conv: Operator, block: Block, consumers: dict) -> list[Operator]:
-    """CONV2D -> RESCALE [-> CLAMP]: the operators one conv layer implements."""
+    """CONV2D (or DEPTHWISE_CONV2D) -> RESCALE [-> CLAMP]: the operators one conv layer implements."""
     rescale = _only_consumer(conv, block, consumers, "CONV2D")
     if rescale is None or rescale.op != "RESCALE":
-        raise unsupported(conv, "a CONV2D must be followed by exactly one RESCALE to int8 "
+        raise unsupported(conv, f"a {conv.op} must be followed by exactly one RESCALE to int8 "
                                 "(its int32 output cannot leave the NPU)")
     chain = [conv, rescale]
     clamp = _only_consumer(rescale, block, consumers, "RESCALE")
@@ -57,11 +59,19 @@ def conv_layer(chain: list[Operator], block: Block, name: str) -> ConvLayer:
     """The fused layer of ``chain`` (from :func:`conv_chain`), parameters checked."""
     conv, rescale = chain[0], chain[1]
     clamp = chain[2] if len(chain) > 2 else None
+    depthwise = conv.op == "DEPTHWISE_CONV2D"
 
     x = expect_tensor(conv, block, conv.inputs[0], "int8", "input", 4)
     w_tensor = input_tensor(conv, block, 1, "weight")
     expect_tensor(conv, block, w_tensor.name, "int8", "weight", 4)
     weights = const_input(conv, block, 1, "weight").astype(np.int8)
+    multiplier_dw = 0
+    if depthwise:
+        # [KH, KW, C, M] -> [C*M, KH, KW, 1]: output channel c*M + m has kernel w[:, :, c, m].
+        kh, kw, wc, multiplier_dw = weights.shape
+        if wc != x.shape[3]:
+            raise TosaError(conv.op, "weight", "weight C != input C", conv.location)
+        weights = np.ascontiguousarray(weights.transpose(2, 3, 0, 1).reshape(wc * multiplier_dw, kh, kw, 1))
     bias = const_input(conv, block, 2, "bias")
     expect_tensor(conv, block, conv.inputs[2], "int32", "bias", 1)
     acc = expect_tensor(conv, block, conv.outputs[0], "int32", "output", 4)
@@ -73,7 +83,9 @@ def conv_layer(chain: list[Operator], block: Block, name: str) -> ConvLayer:
     pad = int_attrs(conv, "pad", 4)
     stride = int_attrs(conv, "stride", 2)
     dilation = int_attrs(conv, "dilation", 2)
-    _check_conv(conv, x.shape, weights.shape, bias.shape, acc.shape, pad, stride, dilation, input_zp, weight_zp)
+    # A depthwise layer's weights are checked as a convolution's with one input channel.
+    w_shape = weights.shape[:3] + (x.shape[3],) if depthwise else weights.shape
+    _check_conv(conv, x.shape, w_shape, bias.shape, acc.shape, pad, stride, dilation, input_zp, weight_zp)
     oc = weights.shape[0]
     bias = np.broadcast_to(bias.astype(np.int64), (oc,)).astype(np.int32)
 
@@ -93,7 +105,8 @@ def conv_layer(chain: list[Operator], block: Block, name: str) -> ConvLayer:
         weights=weights, bias=bias, input_zp=input_zp, weight_zp=weight_zp,
         stride=stride, dilation=dilation, pad=pad, multiplier=np.broadcast_to(multiplier, (oc,)).copy(),
         shift=np.broadcast_to(shift, (oc,)).copy(), scale32=scale32, double_round=double_round,
-        output_zp=output_zp, clamp=(lo, hi), ops=[op.describe() for op in chain], location=conv.location)
+        output_zp=output_zp, clamp=(lo, hi), ops=[op.describe() for op in chain], location=conv.location,
+        depth_multiplier=multiplier_dw)
 
 
 def _check_conv(op, x_shape, w_shape, b_shape, o_shape, pad, stride, dilation, input_zp, weight_zp):

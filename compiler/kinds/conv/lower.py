@@ -6,7 +6,8 @@ For every (weight group, output tile) step of the plan's loop order:
    fields, pad value = input zero point), unless the slot still holds it;
 2. DMA_LOAD the group's weights into a WSRAM slot and its bias/multiplier/shift rows into a
    PSRAM slot, unless resident;
-3. for every output-channel block, one MATMUL per (input-channel block, kernel tap): the
+3. for every output-channel block, one MATMUL per (input-channel block, kernel tap) -- a
+   depthwise layer's block per kernel tap of its own input block (diagonal weight tiles): the
    2-D loop of the MATMUL walks the tile's output pixels (``n0`` columns with input stride
    ``stride_x``, ``n1`` rows), accumulating into the block's ACC slot;
 4. per output-channel block, once its last MATMUL is emitted, one ACT (bias, RESCALE, zero point, clamp) into an ASRAM output
@@ -95,7 +96,7 @@ def lower_conv(plan: ConvPlan, ext: ExtPlan, config: NpuConfig, index: int) -> l
             ops.append(op("DMA_LOAD", sram=Sram.PSRAM, sram_addr=p_row * wpr,
                           ext_addr=p_base + blocks[0] * PARAM_ROWS * wpr * bus,
                           len0=len(blocks) * PARAM_ROWS * wpr, len1=1, len2=1))
-        groups = plan.reduction_groups()
+        groups = plan.reduction_groups(blocks[0])    # depthwise: og == 1, the block's own input
         for g, grp in enumerate(groups):
             islot, resident = inputs.use((ti, grp.cb0))
             a_base = islot * plan.in_slot_rows
@@ -109,10 +110,12 @@ def lower_conv(plan: ConvPlan, ext: ExtPlan, config: NpuConfig, index: int) -> l
             w_slot = wslot * plan.w_slot_rows
             per_block = grp.ncb * grp.ntap * lanes   # WSRAM rows of one output block in this slot
             if not resident:
+                # Tile order (weights.py): [ob][input block of ob][tap]; a depthwise block has one.
+                w_cb = 0 if plan.depthwise else grp.cb0
                 ops.append(op("DMA_LOAD", sram=Sram.WSRAM, sram_addr=w_slot,
-                              ext_addr=w_base + ((blocks[0] * plan.cbi + grp.cb0) * taps + grp.tap0) * tile_bytes,
+                              ext_addr=w_base + ((blocks[0] * plan.wcb + w_cb) * taps + grp.tap0) * tile_bytes,
                               len0=per_block, len1=len(blocks), len2=1,
-                              stride1=plan.cbi * taps * tile_bytes))
+                              stride1=plan.wcb * taps * tile_bytes))
             for j, ob in enumerate(blocks):
                 for c in range(grp.ncb):
                     for k, tap in enumerate(range(grp.tap0, grp.tap0 + grp.ntap)):

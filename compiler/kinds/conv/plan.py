@@ -68,13 +68,31 @@ class ConvPlan:
         kh, kw = self.layer.kernel
         return kh * kw
 
-    def reduction_groups(self) -> list[ReductionGroup]:
+    @property
+    def depthwise(self) -> bool:
+        return self.layer.depth_multiplier > 0
+
+    @property
+    def wcb(self) -> int:
+        """Input-channel blocks each output-channel block reduces over (weight tiles per tap):
+        all of them for a convolution, its own one for a depthwise layer."""
+        return 1 if self.depthwise else self.cbi
+
+    def reduction_groups(self, ob: int = 0) -> list[ReductionGroup]:
+        """The reduction groups of output-channel block ``ob`` (the same for every block of a
+        convolution).  A depthwise layer's block ``ob`` reads input block ``ob // M`` only
+        (channels ``ob*C .. ob*C + C-1`` read ``(ob*C) // M ..``, which lie in one block as
+        array_rows == array_cols): its weight tiles are diagonal, the others would add zero."""
+        if self.depthwise:
+            cb = ob // self.layer.depth_multiplier
+            return [ReductionGroup(cb, 1, tap0, min(self.tg, self.taps - tap0))
+                    for tap0 in range(0, self.taps, self.tg)]
         return [ReductionGroup(cb0, min(self.cg, self.cbi - cb0), tap0, min(self.tg, self.taps - tap0))
                 for cb0 in range(0, self.cbi, self.cg) for tap0 in range(0, self.taps, self.tg)]
 
     @property
     def groups(self) -> int:
-        return ceil_div(self.cbi, self.cg) * ceil_div(self.taps, self.tg)
+        return ceil_div(self.wcb, self.cg) * ceil_div(self.taps, self.tg)
 
     @property
     def ogroups(self) -> int:
@@ -108,7 +126,8 @@ class ConvPlan:
 
     def describe(self) -> str:
         tiles = sum(self.tile_shapes().values())
-        return (f"tile {self.th}x{self.tw} ({tiles} tiles), reduction groups {self.groups} "
+        kind = f"depthwise x{self.layer.depth_multiplier}, " if self.depthwise else ""
+        return (f"{kind}tile {self.th}x{self.tw} ({tiles} tiles), reduction groups {self.groups} "
                 f"({self.cg} cin blocks x {self.tg} taps), cout groups {self.ogroups}x{self.og}, "
                 f"slots in/out/acc/w {self.in_slots}/{self.out_slots}/{self.acc_slots}/{self.w_slots}, "
                 f"row step {self.row_step}, {self.order}")

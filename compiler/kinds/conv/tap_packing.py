@@ -89,7 +89,7 @@ def _factor(layer, config: NpuConfig) -> int:
     """The packing factor (pixels per brick) of ``layer``, 0 if not worth it: of the ``g``
     from the x stride up to what the brick holds, the one with the fewest MATMUL vectors
     (the convolution's plus the repack's)."""
-    if type(layer) is not ConvLayer:
+    if type(layer) is not ConvLayer or layer.depth_multiplier:     # depthwise: one channel per lane already
         return 0
     n, ih, iw, cin = layer.in_shape
     _, oh, ow, cout = layer.out_shape

@@ -15,6 +15,13 @@ Work is split along these axes (Vela's "block config"):
   between are never read; tiles of one output row may step by ``dilation_y`` instead,
   which makes huge dilations fit.
 
+A depthwise layer (``ConvLayer.depth_multiplier`` M >= 1) is a grouped convolution: output
+block ``ob`` reduces over input block ``ob // M`` only, one diagonal weight tile per tap
+(ConvPlan.reduction_groups).  So its reduction groups hold one input block, every weight
+group one output block (``og = 1``: each block reads its own input window), and the MATMUL
+count per output pixel and block is the tap count, not taps x input blocks.  With M > 1 the
+tiles are the outer loop, so the M blocks reading one input window find it resident.
+
 Scratchpads are divided into ring slots (two of each where they fit) so that the DMA can
 fill one slot while the array works on another; the scheduler then overlaps them.  The
 search tries reduction groupings, buffering modes and tile shapes and ranks them by a small
@@ -56,7 +63,7 @@ def plan_candidates(layer: ConvLayer, config: NpuConfig, streaming: bool = True)
     layer gets its one streaming plan (compiler/kinds/conv/fully_connected.py: LOOPs
     emitted by the lowering; ``streaming=False`` for straight-line programs).
     """
-    if streaming:
+    if streaming and not layer.depth_multiplier:
         plan = fc_plan(layer, config)
         if plan is not None:
             return [plan]
@@ -72,11 +79,15 @@ def plan_candidates(layer: ConvLayer, config: NpuConfig, streaming: bool = True)
         steps.append((layer.dilation[0], 1))     # one output row per tile: step over dilation
     for row_step, th_max in steps:
         plans = []
-        for cg, tg in _reduction_options(cbi, taps):
+        wcb = 1 if layer.depth_multiplier else cbi      # input blocks per output block
+        for cg, tg in _reduction_options(wcb, taps):
             w_rows = cg * tg * lanes
             if w_rows > config.wsram_rows:
                 continue
-            og, w_slots = _weight_grouping(cbi, cg, tg == taps, cbo, w_rows, config)
+            if layer.depth_multiplier:
+                og, w_slots = _weight_grouping(wcb, cg, False, cbo, w_rows, config)
+            else:
+                og, w_slots = _weight_grouping(cbi, cg, tg == taps, cbo, w_rows, config)
             for in_slots, out_slots, acc_slots in BUFFER_MODES:
                 plan = ConvPlan(layer, lanes, cbi, cbo, row_step, 0, 0, cg, tg, og, in_slots,
                                 out_slots, acc_slots, w_slots, w_slot_rows=og * w_rows)
@@ -167,7 +178,11 @@ def _finish(plan: ConvPlan, config: NpuConfig) -> None:
     if plan.acc_slots > 1:
         plan.acc_slots = max(plan.acc_slots, min(MAX_RING, config.acc_rows // pixels))
     tiles = sum(plan.tile_shapes().values())
-    if plan.og < plan.cbo and plan.groups == 1 and tiles > 1:
+    if plan.depthwise:
+        # Weights and inputs are each read once either way with M = 1; with M > 1 the M
+        # blocks of one input window run one after the other (the input ring keeps it).
+        plan.order = "tiles_outer" if plan.layer.depth_multiplier > 1 else "weights_outer"
+    elif plan.og < plan.cbo and plan.groups == 1 and tiles > 1:
         # Re-read inputs once per weight group, or weights once per tile: whichever is less.
         n, ih, iw, _ = plan.layer.in_shape
         in_bytes = n * plan.cbi * ih * iw
@@ -181,9 +196,10 @@ def _estimate(plan: ConvPlan, config: NpuConfig) -> dict:
     shapes = plan.tile_shapes()
     tiles = sum(shapes.values())
     rows = plan.lanes
-    mm_per = plan.cbi * plan.taps
+    mm_per = plan.wcb * plan.taps
     resident_in = tiles <= plan.in_slots and plan.groups == 1
-    in_loads = 1 if resident_in or plan.order == "tiles_outer" else plan.ogroups
+    # (A depthwise layer loads each input block's window once per tile: ConvPlan.depthwise.)
+    in_loads = 1 if resident_in or plan.order == "tiles_outer" or plan.depthwise else plan.ogroups
     resident_w = plan.og == plan.cbo and plan.groups == 1
     w_loads = 1 if resident_w else (tiles if plan.order == "tiles_outer" or plan.groups > 1 else 1)
     mxu = vpu = dma_in = dma_out = 0
@@ -197,7 +213,7 @@ def _estimate(plan: ConvPlan, config: NpuConfig) -> dict:
         dma_in += count * in_loads * (words + config.mem_latency)
         dma_out += count * plan.cbo * (px + 1)
         instructions += count * (plan.cbo * (mm_per + 2) + in_loads * ceil_div(plan.cbi, plan.cg))
-    w_words = plan.cbo * plan.cbi * plan.taps * rows + plan.cbo * PARAM_ROWS * config.words_per_wide_row
+    w_words = plan.cbo * plan.wcb * plan.taps * rows + plan.cbo * PARAM_ROWS * config.words_per_wide_row
     w_dma = w_loads * w_words
     dma_in += w_dma
     instructions += w_loads * plan.ogroups * plan.groups * 2

@@ -8,6 +8,8 @@ is what the tiler's weight groups load with one DMA.  Channels past the tensor's
 with the weight zero point, so they contribute exactly zero to every accumulator whatever
 the padding lanes of the input hold.
 
+A depthwise layer has one tile per output block and tap (its input block's, diagonal).
+
 Per-channel parameters are three PSRAM rows per output-channel block: bias, multiplier,
 shift (int32 lanes), the layout ACT reads at ``param_addr``.
 """
@@ -23,6 +25,8 @@ from compiler.kinds.conv.plan import PARAM_ROWS
 
 
 def pack_weights(layer: ConvLayer, config: NpuConfig) -> bytes:
+    if layer.depth_multiplier:
+        return _pack_depthwise(layer, config)
     rows, cols = config.array_rows, config.array_cols
     oc, kh, kw, ic = layer.weights.shape
     cbo, cbi = ceil_div(oc, cols), ceil_div(ic, rows)
@@ -30,6 +34,23 @@ def pack_weights(layer: ConvLayer, config: NpuConfig) -> bytes:
     padded[:oc, :, :, :ic] = layer.weights
     # [ob][n][ky][kx][cb][k] -> [ob][cb][ky][kx][k][n]
     tiles = padded.reshape(cbo, cols, kh, kw, cbi, rows).transpose(0, 4, 2, 3, 5, 1)
+    return np.ascontiguousarray(tiles).tobytes()
+
+
+def _pack_depthwise(layer: ConvLayer, config: NpuConfig) -> bytes:
+    """Depthwise weights: per output block ``ob`` and tap one tile reading input block
+    ``ob // M`` (ConvPlan.reduction_groups): lane ``n`` (output channel ``o = ob*C + n``)
+    holds its kernel value in row ``o // M - (ob // M) * R`` (its input channel), every
+    other entry the weight zero point, which adds exactly zero."""
+    rows, cols = config.array_rows, config.array_cols
+    m = layer.depth_multiplier
+    oc, kh, kw, _ = layer.weights.shape
+    cbo = ceil_div(oc, cols)
+    tiles = np.full((cbo, kh, kw, rows, cols), layer.weight_zp, dtype=np.int8)
+    o = np.arange(oc)
+    ob, n = o // cols, o % cols
+    k = o // m - (ob // m) * rows
+    tiles[ob, :, :, k, n] = layer.weights[o, :, :, 0]
     return np.ascontiguousarray(tiles).tobytes()
 
 

@@ -16,14 +16,16 @@ DMA) also repeats every input channel ``M`` times, so output channel ``c*M + m``
 channel ``c``.
 
 int16 inputs (int48 accumulators, which the vector unit cannot write) and channel
-multipliers ``M > 1`` do not come here: the dataflow pass gives them to the MAC array as a
-convolution with diagonal weight tiles (compiler/kinds/mxu_conv/layer.py ``_diagonal``).
+multipliers ``M > 1`` do not come here; nor does a layer that runs faster on the MAC array
+with its RESCALE [CLAMP] fused (compiler/kinds/depthwise/choice.py compares
+:func:`serial_cycles` with the array plan's estimate).
 """
 from __future__ import annotations
 
 import numpy as np
 
-from isa.instructions import ValuOp, VecType
+from isa.instructions import ValuOp, VecMem, VecType
+from isa.vector import PARAM_ROWS, Schedule, vector_rows
 from tosa_ir import Block, Operator
 
 from compiler.kinds.elementwise.layer import EltLayer, Step, _unit_params
@@ -94,3 +96,37 @@ def depthwise_layer(op: Operator, block: Block, name: str):
                      params=None if narrow else _unit_params(), windows=windows, ops=[op.describe()],
                      location=op.location)
     return layer, constants, (pad[0], pad[1], pad[2], pad[3]), izp
+
+
+
+def serial_cycles(layer: EltLayer, lanes: int, mem_latency: int, per_channel: tuple[int, ...] = ()) -> int:
+    """An estimate of ``layer``'s cycles run alone with nothing overlapped: every input
+    loaded (one DMA per input, ``mem_latency`` plus a cycle per bus word; inputs listed in
+    ``per_channel`` hold one vector column, the others one vector per output vector), every
+    step one vector instruction over all output vectors (busy cycles of isa/vector.py
+    ``Schedule``: ``P = max(rows read, rows written)`` per vector, int8 one ASRAM row and
+    int32 four, plus its fill and issue), the output stored.
+
+    Serial is what small layers do (one tile: load, compute, store in turn); large ones
+    overlap DMA with the vector unit and take less, but there the array's one vector per
+    tap beats the vector unit's multiply and add by about 8x anyway
+    (compiler/kinds/depthwise/choice.py)."""
+    shape = tuple(layer.out_shape) or (1,)
+    columns = -(-shape[-1] // lanes)
+    vectors = int(np.prod(shape[:-1], dtype=np.int64)) * columns
+
+    def rows(x: str) -> int:
+        return vector_rows(VecMem[layer.temps.get(x, "ASRAM")], layer.types[x])
+
+    total = 0
+    for k in range(len(layer.inputs)):
+        count = columns if k in per_channel else vectors
+        total += mem_latency + count * rows(f"in{k}")
+    for step in layer.steps:
+        reads = [rows(x) for x in step.srcs]
+        sched = Schedule(K=PARAM_ROWS.get(step.name, 0), N=vectors, E=1, R=max(reads), W=rows(step.dst),
+                         P=max(reads + [rows(step.dst)]))
+        total += sched.busy + 1
+    if layer.params is not None:            # VRESCALE parameters: int32 lanes, 4 bus words a row
+        total += mem_latency + 4 * len(layer.params)
+    return total + vectors * rows("out") + 1

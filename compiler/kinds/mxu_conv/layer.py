@@ -1,5 +1,6 @@
 """Convolutions with wide outputs on the MAC array: CONV2D, CONV3D, TRANSPOSE_CONV2D,
-DEPTHWISE_CONV2D (int16, or with a channel multiplier: weight tiles that are diagonal per
+DEPTHWISE_CONV2D (int16; int8 with a channel multiplier when no RESCALE to int8 follows, the
+others going fused to the conv kind, compiler/kinds/depthwise/choice.py: weight tiles diagonal per
 tap, ``w[c][c*M + m] = w_dw[tap][c][m]``, the weight zero point elsewhere; the lowering
 skips tiles holding only the zero point) and the
 draft's FULLY_CONNECTED (a 1x1 convolution along N) producing their int32 (int8 x int8) or int48 (int16 x int8) accumulators as tensors, the
