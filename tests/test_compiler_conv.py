@@ -80,7 +80,7 @@ TILING_CASES = {
         DEFAULT_CONFIG, (1, 2, 3000, 3), ConvSpec(oc=5, kernel=(1, 3), pad=(0, 0, 1, 1)),
         lambda c: c.plans[0].tw < 3000),
     "input-channel groups": (
-        TINY_CONFIG, (1, 5, 5, 14), ConvSpec(oc=6, kernel=(3, 3)),
+        TINY_CONFIG, (1, 5, 5, 20), ConvSpec(oc=6, kernel=(2, 2)),
         lambda c: c.plans[0].cg < c.plans[0].cbi and c.plans[0].tg == c.plans[0].taps),
     "kernel taps split": (
         TINY_CONFIG, (1, 9, 9, 3), ConvSpec(oc=3, kernel=(5, 5), pad=(2, 2, 2, 2)),
