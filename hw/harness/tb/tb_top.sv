@@ -1,6 +1,16 @@
 // Simulation top level: the Amaranth-generated NPU (module `npu`) plus a model of external
 // memory, so that whole programs run with the cocotb testbench idle.
 //
+// Clock and reset, and why (simulation speed, see hw/harness/simulation.py):
+//   `clk` is generated here (one cycle = 2 time steps; the model is built with --timing), not
+//   by cocotb: a clock driven through VPI costs a callback and a value write per edge, about
+//   a quarter of the run time of a 16x16 NPU.  The testbench follows it with edge triggers.
+//   `rst` reaches the NPU through one register (rst_q): Amaranth's reset term is in every
+//   register's next-state logic, and a top-level input in that logic makes Verilator evaluate
+//   all of it again ("ico" region) at every time step.  The NPU is thus in reset from the
+//   rising edge after `rst` rises until the rising edge after it falls; the testbench writes
+//   no CSR before then.
+//
 // External memory: MEM_WORDS words of BUS_BYTES bytes, always ready, one request per cycle,
 // posted writes of the bytes enabled in req_be, read data exactly LATENCY cycles after the request (the contract of
 // hw/interfaces.ExtBusSignature).  Plusargs:
@@ -18,7 +28,7 @@ module tb_top #(
     parameter int LATENCY = 4,
     parameter int CSR_ADDR_BITS = 6
 ) (
-    input  logic                     clk        /*verilator public_flat_rw*/,
+    output logic                     clk        /*verilator public_flat_rw*/,
     input  logic                     rst        /*verilator public_flat_rw*/,
     input  logic [CSR_ADDR_BITS-1:0] csr_addr   /*verilator public_flat_rw*/,
     input  logic                     csr_w_stb  /*verilator public_flat_rw*/,
@@ -32,13 +42,19 @@ module tb_top #(
     localparam int BW = 8 * BUS_BYTES;
     localparam int SH = $clog2(BUS_BYTES);
 
+    initial clk = 1'b0;
+    always #1 clk = ~clk;
+
+    logic rst_q = 1'b1;
+    always_ff @(posedge clk) rst_q <= rst;
+
     logic                 req_valid, req_ready, req_we, resp_valid;
     logic [ADDR_BITS-1:0] req_addr;
     logic [BW-1:0]        req_wdata, resp_rdata;
     logic [BUS_BYTES-1:0] req_be;
 
     npu dut (
-        .clk(clk), .rst(rst),
+        .clk(clk), .rst(rst_q),
         .csr__addr(csr_addr), .csr__w_stb(csr_w_stb), .csr__w_data(csr_w_data),
         .csr__r_data(csr_r_data),
         .bus__req_valid(req_valid), .bus__req_ready(req_ready), .bus__req_addr(req_addr),
