@@ -15,9 +15,12 @@ read port only adds the offsets to ``lo``/``hi`` and looks at signs.
 Timing: the sequencer registers the assembled instruction word in the cycle its last bus
 word arrives (the cycle it used to write IMEM) and writes word and precomputed values in
 the next cycle from that register (hw/sequencer.py); IMEM's read port is transparent for
-that write, so an instruction read in the cycle it is written reads the new row.  The
-front end's timing is unchanged (``arrived`` counts the instruction in the same cycle as
-before): the cost is IMEM width (:func:`pre_layout`, per opcode, the widest is stored).
+that write, so an instruction read in the cycle it is written reads the new row.  Two
+stages (:class:`PreCheck` ``staged``): in the arrival cycle every product of fields is
+formed from the assembled word and registered next to it; in the write cycle the sums,
+compares and illegal-field tests use the registers.  The front end's timing is unchanged
+(``arrived`` counts the instruction in the same cycle as before): the cost is IMEM width
+(:func:`pre_layout`, per opcode, the widest is stored) and the product registers.
 """
 from __future__ import annotations
 
@@ -34,7 +37,7 @@ from isa.instructions import (DMA_ELEM_SIZES, INSTR_BITS, INSTRUCTIONS, OPCODE_B
                               MatmulAType, MatmulWType, Sram, VecDst)
 from hw.decode import RESERVED, instr_layout
 from hw.table_check import table_errors
-from hw.vpu_check import CHECKED as VECTOR_CHECKED, Term, excess, vector_errors
+from hw.vpu_check import CHECKED as VECTOR_CHECKED, Term, excess, mul, vector_errors
 
 
 class Rules(NamedTuple):
@@ -54,7 +57,7 @@ def dma_mask_bits(bus_bytes: int) -> int:
     return max(bus_bytes.bit_length() - 1, max(DMA_ELEM_SIZES).bit_length() - 1)
 
 
-def _dma(cfg: NpuConfig, v, store: bool) -> Rules:
+def _dma(cfg: NpuConfig, v, store: bool, mul=mul) -> Rules:
     """DMA rules, both modes (isa/dma.py: word mode is E = BUS, stride0 = BUS)."""
     bus = cfg.bus_bytes
     align_bits = bus.bit_length() - 1
@@ -69,13 +72,13 @@ def _dma(cfg: NpuConfig, v, store: bool) -> Rules:
     amask = (esize - 1)[:mb]
     smis = ((v.stride0[:mb] | v.stride1[:mb] | v.stride2[:mb]) & amask) != 0
     moves = (v.len0 != 0) & (v.len1 != 0) & (v.len2 != 0)
-    inner = (v.len0 - 1)[:16] * Mux(word_mode, bus, v.stride0)
+    inner = mul((v.len0 - 1)[:16], Mux(word_mode, bus, v.stride0))
     lowest = v.ext_addr + Mux(inner < 0, inner, 0)
-    last = (v.ext_addr + (v.len2 - 1)[:16] * v.stride2 + (v.len1 - 1)[:16] * v.stride1
+    last = (v.ext_addr + mul((v.len2 - 1)[:16], v.stride2) + mul((v.len1 - 1)[:16], v.stride1)
             + Mux(inner > 0, inner, 0) + esize)                 # one past the last byte
     elements = v.len0 if store else v.len0 + v.pad_b0 + v.pad_a0
     line_words = ((elements << eshift) + (bus - 1)) >> align_bits       # K
-    count = v.len2 * (v.len1 if store else v.len1 + v.pad_b1 + v.pad_a1) * line_words
+    count = mul(v.len2, v.len1 if store else v.len1 + v.pad_b1 + v.pad_a1) * line_words
     depth = Mux(v.sram == Sram.ASRAM, cfg.asram_rows,
                 Mux(v.sram == Sram.WSRAM, cfg.wsram_rows, cfg.psram_rows * cfg.words_per_wide_row))
     terms = (Term("ext_addr", moves, excess(last, cfg.ext_mem_bytes + 1), lo=lowest),
@@ -83,18 +86,19 @@ def _dma(cfg: NpuConfig, v, store: bool) -> Rules:
     return Rules(~legal, terms=terms, amask=amask, smis=smis)
 
 
-def rules(cfg: NpuConfig, name: str, v) -> Rules:
-    """The field-only rules of instruction ``name`` whose raw fields are ``v`` (a view)."""
+def rules(cfg: NpuConfig, name: str, v, mul=mul) -> Rules:
+    """The field-only rules of instruction ``name`` whose raw fields are ``v`` (a view);
+    products of fields are formed by ``mul`` (hw/vpu_check.py)."""
     reserved = (v[RESERVED] != 0) if RESERVED in instr_layout(name).members else 0
     if name in ("DMA_LOAD", "DMA_STORE"):
-        r = _dma(cfg, v, store=name == "DMA_STORE")
+        r = _dma(cfg, v, store=name == "DMA_STORE", mul=mul)
         return r._replace(illegal=r.illegal | reserved)
     if name == "MATMUL":
-        n = v.n0 * v.n1
+        n = mul(v.n0, v.n1)
         wide = v.a_type == MatmulAType.INT16       # P = 2 rows (isa/matmul.py)
         tile = Mux(v.w_type == MatmulWType.INT4, matmul.tile_rows(cfg.array_rows, MatmulWType.INT4),
                    matmul.tile_rows(cfg.array_rows, MatmulWType.INT8))
-        a_last = v.a_addr + (v.n1 - 1)[:16] * v.a_stride1 + (v.n0 - 1)[:16] * v.a_stride0 + wide
+        a_last = v.a_addr + mul((v.n1 - 1)[:16], v.a_stride1) + mul((v.n0 - 1)[:16], v.a_stride0) + wide
         touches = n != 0
         return Rules(reserved, terms=(
             Term("w_addr", 1, excess(v.w_addr + tile - 1, cfg.wsram_rows)),
@@ -110,10 +114,10 @@ def rules(cfg: NpuConfig, name: str, v) -> Rules:
         rows = Mux(v.mem == VecDst.ACC, cfg.acc_rows, cfg.asram_rows)
         return Rules(reserved | (v.test == 3), over=(v.test != BranchTest.ALWAYS) & (v.row >= rows))
     if name == "TABLE":
-        illegal, over, terms = table_errors(cfg, v)
+        illegal, over, terms = table_errors(cfg, v, mul=mul)
         return Rules(reserved | illegal, over=over, terms=tuple(terms))
     if name in VECTOR_CHECKED:
-        illegal, terms = vector_errors(cfg, name, v)
+        illegal, terms = vector_errors(cfg, name, v, mul=mul)
         return Rules(reserved | illegal, terms=tuple(terms))
     assert name in ("HALT", "SYNC", "LOOP"), f"checker misses {name}"
     return Rules(reserved)                                      # LOOP: the read port's rules
@@ -151,23 +155,50 @@ def pre_bits(cfg: NpuConfig) -> int:
 
 
 class PreCheck(wiring.Component):
-    """Combinational: the precomputed rules ``pre`` of instruction ``word`` (zero for an
-    unknown opcode: the read port finds it illegal by its opcode)."""
+    """The precomputed rules ``pre`` of instruction ``word`` (zero for an unknown opcode:
+    the read port finds it illegal by its opcode).
 
-    def __init__(self, config: NpuConfig):
+    ``staged=False``: one combinational function of ``word``.  ``staged=True`` (the
+    sequencer): every product of fields is formed from ``word_early`` and registered, and
+    the rest from ``word``, which must be ``word_early`` one cycle later (the sequencer's
+    assembled instruction and its registered copy): the multipliers then end at a register
+    and the sums start at one, two stages of the one-piece depth."""
+
+    def __init__(self, config: NpuConfig, staged: bool = False):
         self.config = config
-        super().__init__({"word": In(INSTR_BITS), "pre": Out(pre_layout(config))})
-
-    # (the sequencer feeds ``word`` from a register and writes ``pre`` into IMEM)
+        self.staged = staged
+        ports = {"word": In(INSTR_BITS), "pre": Out(pre_layout(config))}
+        if staged:
+            ports["word_early"] = In(INSTR_BITS)
+        super().__init__(ports)
 
     def elaborate(self, platform):
         m = Module()
+        cfg = self.config
         with m.Switch(self.word[:OPCODE_BITS]):
             for defn in INSTRUCTIONS:
+                product = mul
+                if self.staged:
+                    # The rules call ``mul`` in the same order on any view: the first pass
+                    # (on word_early) registers each product, the second (on word) uses
+                    # the registers in that order.
+                    registered = []
+
+                    def record(a, b):
+                        p = Signal(Value.cast(a * b).shape(), name=f"{defn.name.lower()}_p{len(registered)}")
+                        m.d.sync += p.eq(a * b)
+                        registered.append(p)
+                        return p
+
+                    rules(cfg, defn.name, instr_layout(defn.name)(self.word_early), mul=record)
+                    replay = iter(registered)
+
+                    def product(a, b, replay=replay):
+                        return next(replay)
                 with m.Case(defn.opcode):
                     out = self.pre[defn.name]
-                    members = _members(rules(self.config, defn.name, instr_layout(defn.name)(self.word)))
+                    members = _members(rules(cfg, defn.name, instr_layout(defn.name)(self.word), mul=product))
                     m.d.comb += [out[k].eq(x) for k, x in members.items()]
+                if self.staged:
+                    assert next(replay, None) is None, f"{defn.name}: rules used fewer products than recorded"
         return m
-
-

@@ -130,7 +130,7 @@ class Sequencer(wiring.Component):
         bus_bits = 8 * cfg.bus_bytes
         wpi = self.words_per_instr
         m.submodules.checker = checker = InstrChecker(cfg, precomputed=True)
-        m.submodules.precheck = precheck = PreCheck(cfg)
+        m.submodules.precheck = precheck = PreCheck(cfg, staged=True)
 
         imem_aw = ceil_log2(cfg.imem_rows)
         prog_len = Signal(PC_BITS)
@@ -184,12 +184,15 @@ class Sequencer(wiring.Component):
                 m.d.sync += req_word.eq(req_word + 1)
         # A complete instruction is counted as arrived at once, registered, and written
         # into its row with its precheck (hw/precheck.py) the next cycle; the read port is
-        # transparent for that write (hw/top.py), so reading it in that cycle sees it.
+        # transparent for that write (hw/top.py), so reading it in that cycle sees it.  The
+        # precheck's products are formed from the assembled word (``packed``) in the arrival
+        # cycle and registered alongside it.
         wr_valid = Signal()
         wr_row = Signal(imem_aw)
         wr_word = Signal(INSTR_BITS)
         m.d.sync += wr_valid.eq(0)
-        m.d.comb += [precheck.word.eq(wr_word), self.imem_w.en.eq(wr_valid), self.imem_w.addr.eq(wr_row),
+        m.d.comb += [precheck.word_early.eq(packed), precheck.word.eq(wr_word),
+                     self.imem_w.en.eq(wr_valid), self.imem_w.addr.eq(wr_row),
                      self.imem_w.data.eq(Cat(wr_word, precheck.pre))]
         with m.If(self.bus.resp_valid & live[-1]):
             m.d.sync += pack.eq(packed)

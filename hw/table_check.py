@@ -13,10 +13,10 @@ from amaranth import Mux
 from isa.config import NpuConfig
 from isa.instructions import TSRAM_BYTES, TableMode, VecMem, VecType
 from isa.vector import table_rows
-from hw.vpu_check import Term, _operand, too_long
+from hw.vpu_check import Term, _operand, mul, too_long
 
 
-def table_errors(config: NpuConfig, v) -> tuple[object, object, list[Term]]:
+def table_errors(config: NpuConfig, v, mul=mul) -> tuple[object, object, list[Term]]:
     """(illegal, overflow on field values alone, range terms) of a TABLE whose fields are ``v``."""
     load = v.mode == TableMode.LOAD
     int16 = v.mode == TableMode.INT16
@@ -24,9 +24,9 @@ def table_errors(config: NpuConfig, v) -> tuple[object, object, list[Term]]:
                | (load & (v.a_mem != VecMem.ASRAM)) | too_long("TABLE", v))
     touches = (v.n0 != 0) & (v.n1 != 0)
     tsram_rows = TSRAM_BYTES // config.bus_bytes
-    t_count = Mux(load, v.n0 * v.n1, Mux(int16, table_rows(TableMode.INT16, config.bus_bytes),
+    t_count = Mux(load, mul(v.n0, v.n1), Mux(int16, table_rows(TableMode.INT16, config.bus_bytes),
                                            table_rows(TableMode.INT8, config.bus_bytes)))
-    a_term = _operand(config, v, "a", touches, v.a_mem, Mux(int16, VecType.INT16, VecType.INT8))
-    d_term = _operand(config, v, "d", touches & ~load, v.d_mem, Mux(int16, VecType.INT32, VecType.INT8))
+    a_term = _operand(config, v, "a", touches, v.a_mem, Mux(int16, VecType.INT16, VecType.INT8), mul=mul)
+    d_term = _operand(config, v, "d", touches & ~load, v.d_mem, Mux(int16, VecType.INT32, VecType.INT8), mul=mul)
     t_over = touches & (v.t_addr + t_count > tsram_rows)     # t_addr is no loop address
     return illegal, t_over, [a_term, d_term]

@@ -71,12 +71,18 @@ def excess(last, limit) -> object:
     return as_signed(last) - as_signed(limit)
 
 
-def _excess(config, v, prefix, mem, dtype, window=False, strides=None):
+def mul(a, b) -> object:
+    """A product of field values.  Rule functions take the multiplication as a parameter
+    (``mul``) so that hw/precheck.py can compute every product a cycle ahead of the rest."""
+    return a * b
+
+
+def _excess(config, v, prefix, mem, dtype, window=False, strides=None, mul=mul):
     """An operand's last row minus its memory's depth (>= 0: past the end), at offset 0."""
     s0, s1 = strides if strides is not None else (v[f"{prefix}_stride0"], v[f"{prefix}_stride1"])
-    last = (v[f"{prefix}_addr"] + (v.n1 - 1)[:16] * s1 + (v.n0 - 1)[:16] * s0 + _rows(mem, dtype) - 1)
+    last = (v[f"{prefix}_addr"] + mul((v.n1 - 1)[:16], s1) + mul((v.n0 - 1)[:16], s0) + _rows(mem, dtype) - 1)
     if window:
-        last = last + (v.k1 - 1)[:8] * v.w_stride1 + (v.k0 - 1)[:8] * v.w_stride0
+        last = last + mul((v.k1 - 1)[:8], v.w_stride1) + mul((v.k0 - 1)[:8], v.w_stride0)
     return excess(last, _depth(config, mem))
 
 
@@ -84,24 +90,25 @@ def _operand(config, v, prefix, gate, mem, dtype, **kw) -> Term:
     return Term(f"{prefix}_addr", gate, _excess(config, v, prefix, mem, dtype, **kw))
 
 
-def vector_errors(config: NpuConfig, name: str, fields) -> tuple[object, list[Term]]:
+def vector_errors(config: NpuConfig, name: str, fields, mul=mul) -> tuple[object, list[Term]]:
     """(illegal, range terms) of instruction ``name`` whose field values are ``fields`` (a
     view of the instruction word); SRAM_OVERFLOW when any term fails."""
     v = _Fields(name, fields)
+    kw = {"mul": mul}
     mems = [p for p in ("a", "b", "c") if f"{p}_mem" in v]
     illegal = Cat(v[f"{p}_mem"] > max(VecMem) for p in mems).any() | too_long(name, v)
     if name == "VRESCALE":
         illegal = illegal | ~_is_any(v.in_type, VRESCALE_IN_TYPES) | ~_is_any(v.out_type, VRESCALE_OUT_TYPES)
         touches = (v.n0 != 0) & (v.n1 != 0)
         params = Term("param_addr", 1, excess(v.param_addr + PARAM_ROWS["VRESCALE"] - 1, config.psram_rows))
-        return illegal, [params, _operand(config, v, "a", touches, v.a_mem, v.in_type),
-                         _operand(config, v, "d", touches, v.d_mem, v.out_type)]
+        return illegal, [params, _operand(config, v, "a", touches, v.a_mem, v.in_type, **kw),
+                         _operand(config, v, "d", touches, v.d_mem, v.out_type, **kw)]
     if name == "VPOOL":
         illegal = illegal | ~_is_any(v.dtype, VPOOL_TYPES)
         touches = (v.n0 != 0) & (v.n1 != 0) & (v.k0 != 0) & (v.k1 != 0)
         out_type = Mux(v.mode == 0, v.dtype, VecType.INT32)
-        return illegal, [_operand(config, v, "a", touches, v.a_mem, v.dtype, window=True),
-                         _operand(config, v, "d", touches, v.d_mem, out_type)]
+        return illegal, [_operand(config, v, "a", touches, v.a_mem, v.dtype, window=True, **kw),
+                         _operand(config, v, "d", touches, v.d_mem, out_type, **kw)]
     if name == "VALU":
         illegal = illegal | ~_is_any(v.op, list(VALU_SIGS)) | ~_is_any(v.dtype, VALU_TYPES)
         touches = (v.n0 != 0) & (v.n1 != 0)
@@ -114,10 +121,10 @@ def vector_errors(config: NpuConfig, name: str, fields) -> tuple[object, list[Te
         uses_b = _is_any(v.op, [op for op, s in VALU_SIGS.items() if s.arity >= 2])
         uses_c = _is_any(v.op, [op for op, s in VALU_SIGS.items() if s.arity == 3])
         c_strides = (Mux(v.c_fixed, 0, v.b_stride0), Mux(v.c_fixed, 0, v.b_stride1))
-        return illegal, [_operand(config, v, "a", touches, v.a_mem, a_type),
-                         _operand(config, v, "b", touches & uses_b, v.b_mem, v.dtype),
-                         _operand(config, v, "c", touches & uses_c, v.c_mem, v.dtype, strides=c_strides),
-                         _operand(config, v, "d", touches, v.d_mem, out_type)]
+        return illegal, [_operand(config, v, "a", touches, v.a_mem, a_type, **kw),
+                         _operand(config, v, "b", touches & uses_b, v.b_mem, v.dtype, **kw),
+                         _operand(config, v, "c", touches & uses_c, v.c_mem, v.dtype, strides=c_strides, **kw),
+                         _operand(config, v, "d", touches, v.d_mem, out_type, **kw)]
     raise ValueError(f"{name} is not a vector instruction")
 
 

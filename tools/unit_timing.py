@@ -12,7 +12,8 @@ DP16KD without its output register: figures are a lower bound on the real path.
 
 Writes ``build/unit_timing/<config>-<unit>/`` (Verilog-free: RTLIL, Yosys and nextpnr logs,
 nextpnr's JSON report) and prints, per unit, Fmax, LUTs, DSPs, and the worst path with its
-logic levels and its start and end cells.  ``--no-pnr`` stops after Yosys (resources only).
+logic levels and its start and end cells.  ``--no-pnr`` stops after Yosys (resources only); ``--no-route`` stops after placement and
+reports nextpnr's estimate there (no path report: nextpnr names paths only after routing).
 The worst path's ``through`` lists the hw/ source lines its nets were defined at, in order.
 """
 from __future__ import annotations
@@ -45,7 +46,7 @@ def _units(cfg):
 
     def precheck():         # the fetch side's half (hw/precheck.py)
         from hw.precheck import PreCheck
-        return PreCheck(cfg)
+        return PreCheck(cfg, staged=True)
 
     def loop():
         from amaranth.utils import ceil_log2
@@ -119,15 +120,20 @@ def pnr(out_dir: Path, freq: float, timeout: float, route: bool = True) -> dict:
     if rc != 0:
         raise RuntimeError(f"nextpnr failed ({out_dir / 'pnr.log'})")
     rep = json.loads((out_dir / "pnr.json").read_text())
-    fmax = min(v["achieved"] for v in rep["fmax"].values())
+    log = (out_dir / "pnr.log").read_text()
+    if rep.get("fmax"):
+        fmax = min(v["achieved"] for v in rep["fmax"].values())
+    else:                       # --no-route: the report has no clocks; the log has the estimate
+        fmax = float(_FMAX.findall(log)[-1])
     worst = rep["critical_paths"][0]["path"] if rep.get("critical_paths") else []
     return {"fmax_mhz": round(fmax, 2),
             "delay_ns": round(sum(s.get("delay", 0.0) for s in worst), 2),
             "levels": sum(s.get("type") == "logic" for s in worst),
             "from": worst[0]["from"]["cell"] if worst else "", "to": worst[-1]["to"]["cell"] if worst else "",
-            "through": path_sources((out_dir / "pnr.log").read_text())}
+            "through": path_sources(log), "routed": route}
 
 
+_FMAX = re.compile(r"Max frequency for clock '[^']*': ([0-9.]+) MHz")
 _SOURCE = re.compile(r"^Info:\s+(/\S*/(hw/\S+\.py):(\d+))")
 
 
