@@ -27,7 +27,7 @@ from __future__ import annotations
 from functools import lru_cache
 from typing import NamedTuple
 
-from amaranth import Cat, Module, Mux, Signal, Value
+from amaranth import Cat, Module, Mux, Signal, Value, signed
 from amaranth.lib import data, wiring
 from amaranth.lib.wiring import In, Out
 
@@ -162,7 +162,9 @@ class PreCheck(wiring.Component):
     sequencer): every product of fields is formed from ``word_early`` and registered, and
     the rest from ``word``, which must be ``word_early`` one cycle later (the sequencer's
     assembled instruction and its registered copy): the multipliers then end at a register
-    and the sums start at one, two stages of the one-piece depth."""
+    and the sums start at one.  Instructions share the multipliers (product i of each
+    instruction on multiplier i), as Yosys shares them between the cases of the one-piece
+    form."""
 
     def __init__(self, config: NpuConfig, staged: bool = False):
         self.config = config
@@ -175,23 +177,46 @@ class PreCheck(wiring.Component):
     def elaborate(self, platform):
         m = Module()
         cfg = self.config
+        replays = {}
+        if self.staged:
+            # The rules call ``mul`` in the same order on any view.  A first pass on
+            # word_early collects each instruction's operand pairs; product i of every
+            # instruction shares multiplier and register i (operands chosen by opcode, so
+            # the DSP count is the most any one instruction needs); the pass on ``word``
+            # takes product i back from register i at its own width (exact: it fits).
+            pairs = {}
+            for defn in INSTRUCTIONS:
+                found = pairs[defn.name] = []
+                rules(cfg, defn.name, instr_layout(defn.name)(self.word_early),
+                      mul=lambda a, b, found=found: found.append((Value.cast(a), Value.cast(b))) or a * b)
+            slots = max(len(p) for p in pairs.values())
+
+            def width(v):
+                return v.shape().width + (0 if v.shape().signed else 1)
+
+            for i in range(slots):
+                used = [ab[i] for ab in pairs.values() if len(ab) > i]
+                sa = Signal(signed(max(width(a) for a, _ in used)), name=f"pre_a{i}")
+                sb = Signal(signed(max(width(b) for _, b in used)), name=f"pre_b{i}")
+                with m.Switch(self.word_early[:OPCODE_BITS]):
+                    for defn in INSTRUCTIONS:
+                        if len(pairs[defn.name]) > i:
+                            a, b = pairs[defn.name][i]
+                            with m.Case(defn.opcode):
+                                m.d.comb += [sa.eq(a), sb.eq(b)]
+                product = Signal(signed(len(sa) + len(sb)), name=f"pre_p{i}")
+                m.d.sync += product.eq(sa * sb)
+                for defn in INSTRUCTIONS:
+                    if len(pairs[defn.name]) > i:
+                        a, b = pairs[defn.name][i]
+                        shape = (a * b).shape()
+                        value = product[:shape.width]
+                        replays.setdefault(defn.name, []).append(value.as_signed() if shape.signed else value)
         with m.Switch(self.word[:OPCODE_BITS]):
             for defn in INSTRUCTIONS:
                 product = mul
                 if self.staged:
-                    # The rules call ``mul`` in the same order on any view: the first pass
-                    # (on word_early) registers each product, the second (on word) uses
-                    # the registers in that order.
-                    registered = []
-
-                    def record(a, b):
-                        p = Signal(Value.cast(a * b).shape(), name=f"{defn.name.lower()}_p{len(registered)}")
-                        m.d.sync += p.eq(a * b)
-                        registered.append(p)
-                        return p
-
-                    rules(cfg, defn.name, instr_layout(defn.name)(self.word_early), mul=record)
-                    replay = iter(registered)
+                    replay = iter(replays.get(defn.name, []))
 
                     def product(a, b, replay=replay):
                         return next(replay)
