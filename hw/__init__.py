@@ -1,7 +1,7 @@
 """The NPU hardware in Amaranth 0.5, and its Verilator simulation harness.
 
 top.Npu (the NPU) = sequencer.Sequencer (instruction fetch into a circular IMEM, loop.LoopStack for LOOP,
-checker.InstrChecker, in-order issue)
+precheck.PreCheck as instructions enter IMEM and checker.InstrChecker as they leave it, in-order issue)
 + dma.Dma + mxu.Mxu (systolic array) + vpu.Vpu (ACT) + csr.CsrBlock (register map), around
 the scratchpad memories; interfaces.py holds the bus signatures, decode.py the instruction
 layouts derived from isa/instructions.py.  harness/ is the tooling around the RTL:

@@ -28,49 +28,44 @@ Address fields are checked at their effective values (field + ``offsets`` of the
 loops, hw/loop.py), which ``word_eff`` carries to the units (truncated to the field widths:
 exact whenever the instruction passes).  Address arithmetic is exact (wide enough never to
 wrap); a negative effective address is outside its memory.
+
+Two halves (timing, hw/precheck.py): the rules on field values alone (illegal fields, and
+each range rule's extent, which needs the multiplies) are computed as the instruction is
+written into IMEM and stored with it; this module, between IMEM's read port and the issue
+register, adds the loop offsets and compares.
 """
 from __future__ import annotations
 
-from amaranth import Cat, Module, Mux
+from amaranth import Cat, Module, Mux, Signal
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
 from isa.config import NpuConfig
-from isa.instructions import DMA_ELEM_SIZES
-from isa import matmul
-from isa.instructions import (BY_NAME, INSTR_BITS, INSTRUCTIONS, OPCODE_BITS, BranchTest, ErrorCode,
-                              MatmulAType, MatmulWType, Sram, VecDst)
+from isa.instructions import BY_NAME, INSTR_BITS, INSTRUCTIONS, OPCODE_BITS, ErrorCode
 from hw.decode import RESERVED, instr_layout
-from hw.loop import effective_fields, offsets_layout
-from hw.table_check import table_errors
-from hw.vpu_check import CHECKED as VECTOR_CHECKED, vector_errors
+from hw.loop import field_offsets, offsets_layout
+from hw.precheck import PreCheck, dma_mask_bits, pre_layout, rules
+from hw.vpu_check import Term
 
 CODE_BITS = 8
 PC_BITS = 32
-
-
-class _Effective:
-    """An instruction view whose address fields read as their effective values."""
-
-    def __init__(self, view, effective: dict):
-        self._view, self._effective = view, effective
-
-    def __getattr__(self, name):
-        return self._effective[name] if name in self._effective else self._view[name]
-
-    def __getitem__(self, name):
-        return self.__getattr__(name)
 
 
 class InstrChecker(wiring.Component):
     """Combinational: ``code`` for instruction ``word`` at index ``pc`` of a ``prog_len``
     program, inside loops that add ``offsets`` to its addresses; ``word_eff`` is ``word``
     with its address fields replaced by their effective values; ``loop_ok``: ``word`` is a
-    LOOP that passes (``code`` is NONE)."""
+    LOOP that passes (``code`` is NONE).
 
-    def __init__(self, config: NpuConfig):
+    With ``precomputed=True`` (the sequencer) an input ``pre`` carries ``word``'s
+    field-only rules (hw/precheck.py), computed when it was fetched and read from IMEM with
+    it, and only the offsets are added here.  By default the checker computes ``pre``
+    itself from ``word``: the same function in one combinational piece (the tests)."""
+
+    def __init__(self, config: NpuConfig, precomputed: bool = False):
         self.config = config
-        super().__init__({
+        self.precomputed = precomputed
+        ports = {
             "word": In(INSTR_BITS),
             "pc": In(PC_BITS),
             "prog_len": In(PC_BITS),
@@ -81,50 +76,27 @@ class InstrChecker(wiring.Component):
             "code": Out(CODE_BITS),
             "word_eff": Out(INSTR_BITS),
             "loop_ok": Out(1),
-        })
+        }
+        if precomputed:
+            ports["pre"] = In(pre_layout(config))
+        super().__init__(ports)
 
     def elaborate(self, platform):
         m = Module()
         cfg = self.config
-        bus = cfg.bus_bytes
-        align_bits = bus.bit_length() - 1
         code = self.code
+        if self.precomputed:
+            pre = self.pre
+        else:
+            m.submodules.precheck = precheck = PreCheck(cfg)
+            m.d.comb += precheck.word.eq(self.word)
+            pre = precheck.pre
 
-        def dma_checks(v, store):
-            """DMA priority chain, both modes (isa/dma.py: word mode is E = BUS, stride0 = BUS)."""
-            word_mode = v.elem == 0
-            legal = ((v.sram == Sram.ASRAM) if store else (v.sram <= max(Sram)))
-            legal &= ((v.elem == 0) & (v.stride0 == 0)) | Cat(*[v.elem == e for e in DMA_ELEM_SIZES]).any()
-            esize = Mux(word_mode, bus, v.elem)                         # E
-            eshift = Mux(word_mode, align_bits, 0)                      # log2(E)
-            for k, e in enumerate(DMA_ELEM_SIZES):
-                eshift = Mux(v.elem == e, e.bit_length() - 1, eshift)
-            mask_bits = max(align_bits, max(DMA_ELEM_SIZES).bit_length() - 1)
-            misaligned = ((v.ext_addr[:mask_bits] | v.stride0[:mask_bits] | v.stride1[:mask_bits]
-                           | v.stride2[:mask_bits]) & (esize - 1)[:mask_bits]) != 0
-            moves = (v.len0 != 0) & (v.len1 != 0) & (v.len2 != 0)
-            inner = (v.len0 - 1)[:16] * Mux(word_mode, bus, v.stride0)
-            lowest = v.ext_addr + Mux(inner < 0, inner, 0)
-            last = (v.ext_addr + (v.len2 - 1)[:16] * v.stride2 + (v.len1 - 1)[:16] * v.stride1
-                    + Mux(inner > 0, inner, 0) + esize)
-            outside = (lowest < 0) | (last > cfg.ext_mem_bytes)
-            elements = v.len0 if store else v.len0 + v.pad_b0 + v.pad_a0
-            line_words = ((elements << eshift) + (bus - 1)) >> align_bits       # K
-            count = v.len2 * (v.len1 if store else v.len1 + v.pad_b1 + v.pad_a1) * line_words
-            depth = Mux(v.sram == Sram.ASRAM, cfg.asram_rows,
-                        Mux(v.sram == Sram.WSRAM, cfg.wsram_rows, cfg.psram_rows * cfg.words_per_wide_row))
-            with m.If(~legal):
-                m.d.comb += code.eq(ErrorCode.ILLEGAL_INSTRUCTION)
-            with m.Elif(misaligned):
-                m.d.comb += code.eq(ErrorCode.DMA_MISALIGNED)
-            with m.Elif(moves & outside):
-                m.d.comb += code.eq(ErrorCode.DMA_OUT_OF_RANGE)
-            with m.Elif((count != 0) & ((v.sram_addr < 0) | (v.sram_addr + count > depth))):
-                m.d.comb += code.eq(ErrorCode.SRAM_OVERFLOW)
-
-        def overflow(cond):
-            with m.If(cond):
-                m.d.comb += code.eq(ErrorCode.SRAM_OVERFLOW)
+        def fails(p, t: Term, offs, raw):
+            """A range term fails at the effective address (module docstring of hw/precheck.py)."""
+            off = offs[t.field]
+            lo = p[f"{t.field}_lo"] if t.lo is not None else raw[t.field]
+            return p[f"{t.field}_gate"] & (((lo + off) < 0) | ((p[f"{t.field}_hi"] + off) >= 0))
 
         opcode = self.word[:OPCODE_BITS]
         m.d.comb += code.eq(ErrorCode.NONE)
@@ -137,63 +109,40 @@ class InstrChecker(wiring.Component):
         m.d.comb += self.loop_ok.eq((opcode == BY_NAME["LOOP"].opcode) & (self.pc < self.prog_len)
                                     & (loop[RESERVED] == 0) & ~loop_illegal)
         effective = {}                # opcode -> (defn, {field: effective value})
+        dummy = Signal(INSTR_BITS)    # the rules' structure (which terms), not their values
         with m.If(self.pc >= self.prog_len):
             m.d.comb += code.eq(ErrorCode.PC_OVERFLOW)
         with m.Else():
             with m.Switch(opcode):
                 for defn in INSTRUCTIONS:
-                    layout = instr_layout(defn.name)
-                    raw = layout(self.word)
-                    eff = effective_fields(defn, raw, self.offsets, cfg)
-                    effective[defn.opcode] = (defn, eff)
-                    v = _Effective(raw, eff)
+                    raw = instr_layout(defn.name)(self.word)
+                    offs = field_offsets(defn, raw, self.offsets, cfg)
+                    effective[defn.opcode] = (defn, {f: raw[f] + off for f, off in offs.items()})
+                    shape = rules(cfg, defn.name, instr_layout(defn.name)(dummy))
+                    p = pre[defn.name]
                     with m.Case(defn.opcode):
-                        reserved_ok = (v[RESERVED] == 0) if RESERVED in layout.members else True
-                        with m.If(~reserved_ok):
+                        failed = [fails(p, t, offs, raw) for t in shape.terms]
+                        with m.If(p.illegal):
                             m.d.comb += code.eq(ErrorCode.ILLEGAL_INSTRUCTION)
-                        with m.Else():
-                            if defn.name in ("DMA_LOAD", "DMA_STORE"):
-                                dma_checks(v, store=defn.name == "DMA_STORE")
-                            elif defn.name == "MATMUL":
-                                n = v.n0 * v.n1
-                                wide = v.a_type == MatmulAType.INT16       # P = 2 rows (isa/matmul.py)
-                                tile = Mux(v.w_type == MatmulWType.INT4,
-                                           matmul.tile_rows(cfg.array_rows, MatmulWType.INT4),
-                                           matmul.tile_rows(cfg.array_rows, MatmulWType.INT8))
-                                a_last = (v.a_addr + (v.n1 - 1)[:16] * v.a_stride1
-                                          + (v.n0 - 1)[:16] * v.a_stride0 + wide)
-                                overflow((v.w_addr < 0) | (v.w_addr + tile > cfg.wsram_rows)
-                                         | ((n != 0) & ((v.a_addr < 0) | (a_last >= cfg.asram_rows)
-                                                        | (v.acc_addr < 0)
-                                                        | (v.acc_addr + Mux(wide, n << 1, n) > cfg.acc_rows))))
-                            elif defn.name == "ACT":
-                                overflow((v.param_addr < 0) | (v.param_addr + 3 > cfg.psram_rows)
-                                         | ((v.count != 0) & ((v.acc_addr < 0) | (v.acc_addr + v.count > cfg.acc_rows)
-                                                              | (v.dst_addr < 0)
-                                                              | (v.dst_addr + v.count > cfg.asram_rows))))
-                            elif defn.name == "LOOP":
-                                with m.If(loop_illegal):
-                                    m.d.comb += code.eq(ErrorCode.ILLEGAL_INSTRUCTION)
-                            elif defn.name == "BRANCH":
-                                rows = Mux(v.mem == VecDst.ACC, cfg.acc_rows, cfg.asram_rows)
-                                with m.If((v.test == 3) | (v.target >= self.prog_len) | self.loop_active):
-                                    m.d.comb += code.eq(ErrorCode.ILLEGAL_INSTRUCTION)
-                                with m.Elif((v.test != BranchTest.ALWAYS) & (v.row >= rows)):
-                                    m.d.comb += code.eq(ErrorCode.SRAM_OVERFLOW)
-                            elif defn.name == "TABLE":
-                                illegal, over = table_errors(cfg, v)
-                                with m.If(illegal):
-                                    m.d.comb += code.eq(ErrorCode.ILLEGAL_INSTRUCTION)
-                                with m.Elif(over):
-                                    m.d.comb += code.eq(ErrorCode.SRAM_OVERFLOW)
-                            elif defn.name in VECTOR_CHECKED:
-                                illegal, over = vector_errors(cfg, defn.name, v)
-                                with m.If(illegal):
-                                    m.d.comb += code.eq(ErrorCode.ILLEGAL_INSTRUCTION)
-                                with m.Elif(over):
-                                    m.d.comb += code.eq(ErrorCode.SRAM_OVERFLOW)
-                            else:
-                                assert defn.name in ("HALT", "SYNC"), f"checker misses {defn.name}"
+                        if defn.name in ("DMA_LOAD", "DMA_STORE"):
+                            ext_low = (raw.ext_addr + offs["ext_addr"])[:dma_mask_bits(cfg.bus_bytes)]
+                            with m.Elif(p.smis | ((ext_low & p.amask) != 0)):
+                                m.d.comb += code.eq(ErrorCode.DMA_MISALIGNED)
+                            with m.Elif(failed[0]):
+                                m.d.comb += code.eq(ErrorCode.DMA_OUT_OF_RANGE)
+                            with m.Elif(failed[1]):
+                                m.d.comb += code.eq(ErrorCode.SRAM_OVERFLOW)
+                        elif defn.name == "LOOP":
+                            with m.Elif(loop_illegal):
+                                m.d.comb += code.eq(ErrorCode.ILLEGAL_INSTRUCTION)
+                        elif defn.name == "BRANCH":
+                            with m.Elif((raw.target >= self.prog_len) | self.loop_active):
+                                m.d.comb += code.eq(ErrorCode.ILLEGAL_INSTRUCTION)
+                            with m.Elif(p.over):
+                                m.d.comb += code.eq(ErrorCode.SRAM_OVERFLOW)
+                        elif failed or defn.name == "TABLE":
+                            with m.Elif(Cat(p.over, *failed).any()):
+                                m.d.comb += code.eq(ErrorCode.SRAM_OVERFLOW)
                 with m.Default():
                     m.d.comb += code.eq(ErrorCode.ILLEGAL_INSTRUCTION)
         m.d.comb += self.word_eff.eq(self._merge(opcode, effective))

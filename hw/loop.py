@@ -48,9 +48,9 @@ def offsets_layout() -> data.StructLayout:
     return data.StructLayout({s.name.lower(): signed(offset_bits(s)) for s in Space})
 
 
-def effective_fields(defn, view, offsets, config: NpuConfig) -> dict:
-    """Exact (wide, signed) effective value of every address field of instruction ``defn``
-    seen through ``view``, given ``offsets`` (a view of :func:`offsets_layout`)."""
+def field_offsets(defn, view, offsets, config: NpuConfig) -> dict:
+    """Exact (signed) offset the active loops add to every address field of instruction
+    ``defn`` seen through ``view``, given ``offsets`` (a view of :func:`offsets_layout`)."""
     out = {}
     for f in address_fields(defn):
         off = 0
@@ -58,8 +58,14 @@ def effective_fields(defn, view, offsets, config: NpuConfig) -> dict:
             unit = offset_unit(f, space, config)
             scaled = offsets[space.name.lower()] * unit if unit != 1 else offsets[space.name.lower()]
             off = scaled if value is None else Mux(view[f.space] == value, scaled, off)
-        out[f.name] = view[f.name] + off
+        out[f.name] = off
     return out
+
+
+def effective_fields(defn, view, offsets, config: NpuConfig) -> dict:
+    """Exact (wide, signed) effective value of every address field of instruction ``defn``
+    seen through ``view``, given ``offsets`` (a view of :func:`offsets_layout`)."""
+    return {name: view[name] + off for name, off in field_offsets(defn, view, offsets, config).items()}
 
 
 class LoopStack(wiring.Component):

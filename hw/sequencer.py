@@ -75,6 +75,7 @@ from hw.checker import CODE_BITS, PC_BITS, InstrChecker
 from hw.decode import fields_layout, instr_layout, opcode
 from hw.interfaces import ExtBusSignature, UnitCtlSignature
 from hw.loop import LoopStack
+from hw.precheck import PreCheck, pre_bits
 from hw.mxu import ACC_BITS, mxu_cmd_layout
 
 # Units with a bit in the wait mask, in bit order.
@@ -101,6 +102,7 @@ class Sequencer(wiring.Component):
             raise ValueError("imem_rows must be a power of two (instruction i is in row i mod imem_rows)")
         self.words_per_instr = INSTR_BYTES // config.bus_bytes
         imem_aw = ceil_log2(config.imem_rows)
+        row_bits = INSTR_BITS + pre_bits(config)      # an IMEM row: the word and its precheck
         super().__init__({
             "start": In(1),
             "prog_addr": In(32),
@@ -111,8 +113,8 @@ class Sequencer(wiring.Component):
             "stop_code": Out(CODE_BITS),
             "stop_pc": Out(PC_BITS),
             "bus": Out(ExtBusSignature(config)),
-            "imem_w": In(WritePort.Signature(addr_width=imem_aw, shape=INSTR_BITS)),
-            "imem_r": In(ReadPort.Signature(addr_width=imem_aw, shape=INSTR_BITS)),
+            "imem_w": In(WritePort.Signature(addr_width=imem_aw, shape=row_bits)),
+            "imem_r": In(ReadPort.Signature(addr_width=imem_aw, shape=row_bits)),
             "cond_asram": In(ReadPort.Signature(addr_width=ceil_log2(config.asram_rows),
                                                 shape=8 * config.bus_bytes)),
             "cond_acc": In(ReadPort.Signature(addr_width=ceil_log2(config.acc_rows),
@@ -127,7 +129,8 @@ class Sequencer(wiring.Component):
         cfg = self.config
         bus_bits = 8 * cfg.bus_bytes
         wpi = self.words_per_instr
-        m.submodules.checker = checker = InstrChecker(cfg)
+        m.submodules.checker = checker = InstrChecker(cfg, precomputed=True)
+        m.submodules.precheck = precheck = PreCheck(cfg, staged=True)
 
         imem_aw = ceil_log2(cfg.imem_rows)
         prog_len = Signal(PC_BITS)
@@ -179,12 +182,23 @@ class Sequencer(wiring.Component):
                 m.d.sync += [req_word.eq(0), fp.eq(fp + 1)]
             with m.Else():
                 m.d.sync += req_word.eq(req_word + 1)
+        # A complete instruction is counted as arrived at once, registered, and written
+        # into its row with its precheck (hw/precheck.py) the next cycle; the read port is
+        # transparent for that write (hw/top.py), so reading it in that cycle sees it.  The
+        # precheck's products are formed from the assembled word (``packed``) in the arrival
+        # cycle and registered alongside it.
+        wr_valid = Signal()
+        wr_row = Signal(imem_aw)
+        wr_word = Signal(INSTR_BITS)
+        m.d.sync += wr_valid.eq(0)
+        m.d.comb += [precheck.word_early.eq(packed), precheck.word.eq(wr_word),
+                     self.imem_w.en.eq(wr_valid), self.imem_w.addr.eq(wr_row),
+                     self.imem_w.data.eq(Cat(wr_word, precheck.pre))]
         with m.If(self.bus.resp_valid & live[-1]):
             m.d.sync += pack.eq(packed)
             with m.If(resp_word == wpi - 1):
-                m.d.sync += [resp_word.eq(0), arrived.eq(arrived + 1)]
-                m.d.comb += [self.imem_w.en.eq(1), self.imem_w.addr.eq(arrived[:imem_aw]),
-                             self.imem_w.data.eq(packed)]
+                m.d.sync += [resp_word.eq(0), arrived.eq(arrived + 1),
+                             wr_valid.eq(1), wr_row.eq(arrived[:imem_aw]), wr_word.eq(packed)]
             with m.Else():
                 m.d.sync += resp_word.eq(resp_word + 1)
 
@@ -253,9 +267,11 @@ class Sequencer(wiring.Component):
             limit_hit.eq(br_armed & br_taken & backward & (back_taken >= br.limit)),
             jump.eq(issue & is_branch & br_taken),
         ]
-        f_view = instr_layout("LOOP")(self.imem_r.data)
+        f_word = self.imem_r.data[:INSTR_BITS]
+        f_view = instr_layout("LOOP")(f_word)
         m.d.comb += [
-            checker.word.eq(self.imem_r.data),
+            checker.word.eq(f_word),
+            checker.pre.eq(self.imem_r.data[INSTR_BITS:]),
             checker.pc.eq(f_pc),
             checker.prog_len.eq(prog_len),
             checker.offsets.eq(loops.offsets),

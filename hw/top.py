@@ -6,7 +6,8 @@ Scratchpads (Amaranth memories sized by the configuration) and who uses them:
 memory    row                  ports
 ========  ===================  ======================================================
 IMEM      one instruction      sequencer write (instruction fetch), sequencer read (front end):
-                               a circular buffer of the program (hw/sequencer.py)
+          and its precheck     a circular buffer of the program (hw/sequencer.py); the read
+                               port is transparent for the write (hw/precheck.py)
 ASRAM     array_rows int8      one write port (DMA, or VPU, or TABLE: isa/ports.py), DMA read
                                (store), MXU read, VPU reads a (shared with TABLE and the
                                BRANCH condition), b, c
@@ -42,6 +43,7 @@ from hw.csr import ADDR_WIDTH, CsrBlock
 from hw.dma import Dma
 from hw.interfaces import CsrBusSignature, ExtBusSignature
 from hw.mxu import ACC_BITS, Mxu
+from hw.precheck import pre_bits
 from hw.sequencer import Sequencer
 from hw.table import Table
 from hw.vpu import Vpu
@@ -63,7 +65,8 @@ class Npu(wiring.Component):
         bus_bits = 8 * cfg.bus_bytes
         wide = ACC_BITS * cfg.array_cols
 
-        m.submodules.imem = imem = memory.Memory(shape=INSTR_BITS, depth=cfg.imem_rows, init=[])
+        # IMEM rows hold an instruction and its precheck (hw/precheck.py)
+        m.submodules.imem = imem = memory.Memory(shape=INSTR_BITS + pre_bits(cfg), depth=cfg.imem_rows, init=[])
         m.submodules.asram = asram = memory.Memory(shape=bus_bits, depth=cfg.asram_rows, init=[])
         m.submodules.wsram = wsram = memory.Memory(shape=bus_bits, depth=cfg.wsram_rows, init=[])
         m.submodules.acc = acc = memory.Memory(shape=wide, depth=cfg.acc_rows, init=[])
@@ -76,8 +79,10 @@ class Npu(wiring.Component):
         m.submodules.vpu = vpu = Vpu(cfg)
         m.submodules.table = table = Table(cfg)
 
-        wiring.connect(m, seq.imem_w, imem.write_port())
-        wiring.connect(m, seq.imem_r, imem.read_port())
+        imem_w = imem.write_port()
+        wiring.connect(m, seq.imem_w, imem_w)
+        # transparent: an instruction is written the cycle after it arrives (hw/precheck.py)
+        wiring.connect(m, seq.imem_r, imem.read_port(transparent_for=(imem_w,)))
         wiring.connect(m, dma.wsram_w, wsram.write_port())
         wiring.connect(m, mxu.wsram_r, wsram.read_port())
         wiring.connect(m, dma.psram_w, psram.write_port(granularity=bus_bits))

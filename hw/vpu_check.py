@@ -7,10 +7,19 @@ and, when the instruction touches data (``n0*n1 > 0``, times ``k0*k1`` for VPOOL
 operand it reads or the destination reaching past the end of its memory (or starting
 below row 0, for an effective address offset by a LOOP).  Which operands are read and how
 many rows a vector occupies come from isa/vector.py.
+
+The rules are split for the sequencer's two checking points (hw/precheck.py): everything
+that depends on field values only (``illegal``, and per operand the *excess*
+``last - depth``: the last row it touches minus its memory's depth, which needs the
+multiplies) is computed when the instruction arrives in the instruction buffer; what
+depends on the loop offsets (the effective first row below 0, the excess plus the offset
+reaching 0) is left for the read port.  A :class:`Term` is one operand's range rule.
 """
 from __future__ import annotations
 
-from amaranth import Cat, Mux
+from typing import NamedTuple
+
+from amaranth import Cat, Const, Mux, Value
 
 from isa.config import NpuConfig
 from isa.instructions import BY_NAME, MAX_VECTOR_STEPS, VecType, VecMem
@@ -39,35 +48,67 @@ def _depth(config: NpuConfig, mem) -> object:
                Mux(mem == VecMem.ACC, config.acc_rows, config.psram_rows))
 
 
-def _overflow(config, v, prefix, mem, dtype, window=False, strides=None):
-    """An operand's first row below 0 or last row past the end of its memory."""
+class Term(NamedTuple):
+    """One range rule of an instruction: when ``gate`` (field values only) holds, address
+    field ``field`` at its effective value ``e = field + off`` must satisfy ``lo + off >= 0``
+    and ``hi + off < 0``; ``lo`` is the field itself unless given (a DMA's external range
+    starts below its address for a negative stride).  ``hi`` is the excess of the access's
+    last row (or byte) over the last one that exists, at offset 0."""
+    field: str
+    gate: object
+    hi: object
+    lo: object = None
+
+
+def as_signed(value) -> object:
+    """``value`` as a signed value of the same numbers (one bit wider if it was unsigned)."""
+    value = Value.cast(value)
+    return value if value.shape().signed else Cat(value, Const(0, 1)).as_signed()
+
+
+def excess(last, limit) -> object:
+    """``last - limit`` exactly (signed): >= 0 when ``last`` is past a memory of ``limit`` rows."""
+    return as_signed(last) - as_signed(limit)
+
+
+def mul(a, b) -> object:
+    """A product of field values.  Rule functions take the multiplication as a parameter
+    (``mul``) so that hw/precheck.py can compute every product a cycle ahead of the rest."""
+    return a * b
+
+
+def _excess(config, v, prefix, mem, dtype, window=False, strides=None, mul=mul):
+    """An operand's last row minus its memory's depth (>= 0: past the end), at offset 0."""
     s0, s1 = strides if strides is not None else (v[f"{prefix}_stride0"], v[f"{prefix}_stride1"])
-    last = (v[f"{prefix}_addr"] + (v.n1 - 1)[:16] * s1 + (v.n0 - 1)[:16] * s0 + _rows(mem, dtype) - 1)
+    last = (v[f"{prefix}_addr"] + mul((v.n1 - 1)[:16], s1) + mul((v.n0 - 1)[:16], s0) + _rows(mem, dtype) - 1)
     if window:
-        last = last + (v.k1 - 1)[:8] * v.w_stride1 + (v.k0 - 1)[:8] * v.w_stride0
-    return (v[f"{prefix}_addr"] < 0) | (last >= _depth(config, mem))
+        last = last + mul((v.k1 - 1)[:8], v.w_stride1) + mul((v.k0 - 1)[:8], v.w_stride0)
+    return excess(last, _depth(config, mem))
 
 
-def vector_errors(config: NpuConfig, name: str, fields) -> tuple[object, object]:
-    """(illegal, overflow) conditions of instruction ``name`` whose field values are
-    ``fields`` (a view of the instruction word, or a dict of its effective fields)."""
+def _operand(config, v, prefix, gate, mem, dtype, **kw) -> Term:
+    return Term(f"{prefix}_addr", gate, _excess(config, v, prefix, mem, dtype, **kw))
+
+
+def vector_errors(config: NpuConfig, name: str, fields, mul=mul) -> tuple[object, list[Term]]:
+    """(illegal, range terms) of instruction ``name`` whose field values are ``fields`` (a
+    view of the instruction word); SRAM_OVERFLOW when any term fails."""
     v = _Fields(name, fields)
+    kw = {"mul": mul}
     mems = [p for p in ("a", "b", "c") if f"{p}_mem" in v]
     illegal = Cat(v[f"{p}_mem"] > max(VecMem) for p in mems).any() | too_long(name, v)
     if name == "VRESCALE":
         illegal = illegal | ~_is_any(v.in_type, VRESCALE_IN_TYPES) | ~_is_any(v.out_type, VRESCALE_OUT_TYPES)
         touches = (v.n0 != 0) & (v.n1 != 0)
-        data = (_overflow(config, v, "a", v.a_mem, v.in_type)
-                | _overflow(config, v, "d", v.d_mem, v.out_type))
-        params = (v.param_addr < 0) | (v.param_addr + PARAM_ROWS["VRESCALE"] > config.psram_rows)
-        return illegal, params | (touches & data)
+        params = Term("param_addr", 1, excess(v.param_addr + PARAM_ROWS["VRESCALE"] - 1, config.psram_rows))
+        return illegal, [params, _operand(config, v, "a", touches, v.a_mem, v.in_type, **kw),
+                         _operand(config, v, "d", touches, v.d_mem, v.out_type, **kw)]
     if name == "VPOOL":
         illegal = illegal | ~_is_any(v.dtype, VPOOL_TYPES)
         touches = (v.n0 != 0) & (v.n1 != 0) & (v.k0 != 0) & (v.k1 != 0)
         out_type = Mux(v.mode == 0, v.dtype, VecType.INT32)
-        data = (_overflow(config, v, "a", v.a_mem, v.dtype, window=True)
-                | _overflow(config, v, "d", v.d_mem, out_type))
-        return illegal, touches & data
+        return illegal, [_operand(config, v, "a", touches, v.a_mem, v.dtype, window=True, **kw),
+                         _operand(config, v, "d", touches, v.d_mem, out_type, **kw)]
     if name == "VALU":
         illegal = illegal | ~_is_any(v.op, list(VALU_SIGS)) | ~_is_any(v.dtype, VALU_TYPES)
         touches = (v.n0 != 0) & (v.n1 != 0)
@@ -80,11 +121,10 @@ def vector_errors(config: NpuConfig, name: str, fields) -> tuple[object, object]
         uses_b = _is_any(v.op, [op for op, s in VALU_SIGS.items() if s.arity >= 2])
         uses_c = _is_any(v.op, [op for op, s in VALU_SIGS.items() if s.arity == 3])
         c_strides = (Mux(v.c_fixed, 0, v.b_stride0), Mux(v.c_fixed, 0, v.b_stride1))
-        data = (_overflow(config, v, "a", v.a_mem, a_type)
-                | (uses_b & _overflow(config, v, "b", v.b_mem, v.dtype))
-                | (uses_c & _overflow(config, v, "c", v.c_mem, v.dtype, strides=c_strides))
-                | _overflow(config, v, "d", v.d_mem, out_type))
-        return illegal, touches & data
+        return illegal, [_operand(config, v, "a", touches, v.a_mem, a_type, **kw),
+                         _operand(config, v, "b", touches & uses_b, v.b_mem, v.dtype, **kw),
+                         _operand(config, v, "c", touches & uses_c, v.c_mem, v.dtype, strides=c_strides, **kw),
+                         _operand(config, v, "d", touches, v.d_mem, out_type, **kw)]
     raise ValueError(f"{name} is not a vector instruction")
 
 

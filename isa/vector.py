@@ -116,7 +116,9 @@ class Operand:
 def steps(name: str, v: dict) -> int:
     """Vector steps of a vector instruction: n0*n1, times k0*k1 for VPOOL (MAX_VECTOR_STEPS)."""
     n = v["n0"] * v["n1"]
-    return n * v["k0"] * v["k1"] if name == "VPOOL" else n
+    # (n0*n1) * (k0*k1), not ((n0*n1)*k0)*k1: the hardware checker evaluates this on field
+    # values (hw/vpu_check.py), where it is two levels of multipliers instead of three.
+    return n * (v["k0"] * v["k1"]) if name == "VPOOL" else n
 
 
 def legal(name: str, v: dict) -> str | None:

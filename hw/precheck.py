@@ -1,0 +1,229 @@
+"""The field-only half of the instruction checker, computed as an instruction enters the
+instruction buffer (IMEM) and stored next to it.
+
+Why.  Every ISA error of an instruction is a function of its fields, the program length and
+the loop offsets of its iteration (hw/checker.py).  Evaluated in one piece between IMEM's
+read port and the issue register, the range rules chained up to six unregistered
+multipliers and a dozen wide adders: 151 ns on ECP5 (docs/hardware.md, "Timing").  But
+only the *addresses* depend on the loop offsets, and only additively: a rule
+``0 <= addr + off`` and ``addr + off + extent <= depth`` (the extent being a sum of
+products of counts and strides) is ``lo + off >= 0`` and ``hi + off < 0`` with ``lo =
+addr`` and ``hi = addr + extent - depth - 1`` independent of the offsets.  So every product
+and every illegal-field test is done here, once per instruction as it is fetched, and the
+read port only adds the offsets to ``lo``/``hi`` and looks at signs.
+
+Timing: the sequencer registers the assembled instruction word in the cycle its last bus
+word arrives (the cycle it used to write IMEM) and writes word and precomputed values in
+the next cycle from that register (hw/sequencer.py); IMEM's read port is transparent for
+that write, so an instruction read in the cycle it is written reads the new row.  Two
+stages (:class:`PreCheck` ``staged``): in the arrival cycle every product of fields is
+formed from the assembled word and registered next to it; in the write cycle the sums,
+compares and illegal-field tests use the registers.  The front end's timing is unchanged
+(``arrived`` counts the instruction in the same cycle as before): the cost is IMEM width
+(:func:`pre_layout`, per opcode, the widest is stored) and the product registers.
+"""
+from __future__ import annotations
+
+from functools import lru_cache
+from typing import NamedTuple
+
+from amaranth import Cat, Module, Mux, Signal, Value, signed
+from amaranth.lib import data, wiring
+from amaranth.lib.wiring import In, Out
+
+from isa import matmul
+from isa.config import NpuConfig
+from isa.instructions import (DMA_ELEM_SIZES, INSTR_BITS, INSTRUCTIONS, OPCODE_BITS, BranchTest,
+                              MatmulAType, MatmulWType, Sram, VecDst)
+from hw.decode import RESERVED, instr_layout
+from hw.table_check import table_errors
+from hw.vpu_check import CHECKED as VECTOR_CHECKED, Term, excess, mul, vector_errors
+
+
+class Rules(NamedTuple):
+    """What the read port still needs of one instruction: ``illegal`` (ILLEGAL_INSTRUCTION on
+    field values alone), ``over`` (SRAM_OVERFLOW on field values alone), the range
+    ``terms`` (SRAM_OVERFLOW, or for a DMA's first term DMA_OUT_OF_RANGE), and for a DMA
+    the alignment: ``amask`` (element size - 1, low bits) and ``smis`` (a stride
+    misaligned)."""
+    illegal: object
+    over: object = 0
+    terms: tuple = ()
+    amask: object = None
+    smis: object = None
+
+
+def dma_mask_bits(bus_bytes: int) -> int:
+    return max(bus_bytes.bit_length() - 1, max(DMA_ELEM_SIZES).bit_length() - 1)
+
+
+def _dma(cfg: NpuConfig, v, store: bool, mul=mul) -> Rules:
+    """DMA rules, both modes (isa/dma.py: word mode is E = BUS, stride0 = BUS)."""
+    bus = cfg.bus_bytes
+    align_bits = bus.bit_length() - 1
+    word_mode = v.elem == 0
+    legal = ((v.sram == Sram.ASRAM) if store else (v.sram <= max(Sram)))
+    legal &= ((v.elem == 0) & (v.stride0 == 0)) | Cat(*[v.elem == e for e in DMA_ELEM_SIZES]).any()
+    esize = Mux(word_mode, bus, v.elem)                         # E
+    eshift = Mux(word_mode, align_bits, 0)                      # log2(E)
+    for e in DMA_ELEM_SIZES:
+        eshift = Mux(v.elem == e, e.bit_length() - 1, eshift)
+    mb = dma_mask_bits(bus)
+    amask = (esize - 1)[:mb]
+    smis = ((v.stride0[:mb] | v.stride1[:mb] | v.stride2[:mb]) & amask) != 0
+    moves = (v.len0 != 0) & (v.len1 != 0) & (v.len2 != 0)
+    inner = mul((v.len0 - 1)[:16], Mux(word_mode, bus, v.stride0))
+    lowest = v.ext_addr + Mux(inner < 0, inner, 0)
+    last = (v.ext_addr + mul((v.len2 - 1)[:16], v.stride2) + mul((v.len1 - 1)[:16], v.stride1)
+            + Mux(inner > 0, inner, 0) + esize)                 # one past the last byte
+    elements = v.len0 if store else v.len0 + v.pad_b0 + v.pad_a0
+    line_words = ((elements << eshift) + (bus - 1)) >> align_bits       # K
+    count = mul(v.len2, v.len1 if store else v.len1 + v.pad_b1 + v.pad_a1) * line_words
+    depth = Mux(v.sram == Sram.ASRAM, cfg.asram_rows,
+                Mux(v.sram == Sram.WSRAM, cfg.wsram_rows, cfg.psram_rows * cfg.words_per_wide_row))
+    terms = (Term("ext_addr", moves, excess(last, cfg.ext_mem_bytes + 1), lo=lowest),
+             Term("sram_addr", count != 0, excess(v.sram_addr + count, depth + 1)))
+    return Rules(~legal, terms=terms, amask=amask, smis=smis)
+
+
+def rules(cfg: NpuConfig, name: str, v, mul=mul) -> Rules:
+    """The field-only rules of instruction ``name`` whose raw fields are ``v`` (a view);
+    products of fields are formed by ``mul`` (hw/vpu_check.py)."""
+    reserved = (v[RESERVED] != 0) if RESERVED in instr_layout(name).members else 0
+    if name in ("DMA_LOAD", "DMA_STORE"):
+        r = _dma(cfg, v, store=name == "DMA_STORE", mul=mul)
+        return r._replace(illegal=r.illegal | reserved)
+    if name == "MATMUL":
+        n = mul(v.n0, v.n1)
+        wide = v.a_type == MatmulAType.INT16       # P = 2 rows (isa/matmul.py)
+        tile = Mux(v.w_type == MatmulWType.INT4, matmul.tile_rows(cfg.array_rows, MatmulWType.INT4),
+                   matmul.tile_rows(cfg.array_rows, MatmulWType.INT8))
+        a_last = v.a_addr + mul((v.n1 - 1)[:16], v.a_stride1) + mul((v.n0 - 1)[:16], v.a_stride0) + wide
+        touches = n != 0
+        return Rules(reserved, terms=(
+            Term("w_addr", 1, excess(v.w_addr + tile - 1, cfg.wsram_rows)),
+            Term("a_addr", touches, excess(a_last, cfg.asram_rows)),
+            Term("acc_addr", touches, excess(v.acc_addr + Mux(wide, n << 1, n) - 1, cfg.acc_rows))))
+    if name == "ACT":
+        touches = v.count != 0
+        return Rules(reserved, terms=(
+            Term("param_addr", 1, excess(v.param_addr + 3 - 1, cfg.psram_rows)),
+            Term("acc_addr", touches, excess(v.acc_addr + v.count - 1, cfg.acc_rows)),
+            Term("dst_addr", touches, excess(v.dst_addr + v.count - 1, cfg.asram_rows))))
+    if name == "BRANCH":            # target and loop_active are the read port's
+        rows = Mux(v.mem == VecDst.ACC, cfg.acc_rows, cfg.asram_rows)
+        return Rules(reserved | (v.test == 3), over=(v.test != BranchTest.ALWAYS) & (v.row >= rows))
+    if name == "TABLE":
+        illegal, over, terms = table_errors(cfg, v, mul=mul)
+        return Rules(reserved | illegal, over=over, terms=tuple(terms))
+    if name in VECTOR_CHECKED:
+        illegal, terms = vector_errors(cfg, name, v, mul=mul)
+        return Rules(reserved | illegal, terms=tuple(terms))
+    assert name in ("HALT", "SYNC", "LOOP"), f"checker misses {name}"
+    return Rules(reserved)                                      # LOOP: the read port's rules
+
+
+def _members(rule: Rules) -> dict:
+    """Name -> value of what is stored for one instruction."""
+    out = {"illegal": rule.illegal, "over": rule.over}
+    if rule.amask is not None:
+        out.update(amask=rule.amask, smis=rule.smis)
+    for t in rule.terms:
+        out[f"{t.field}_gate"] = t.gate
+        out[f"{t.field}_hi"] = t.hi
+        if t.lo is not None:
+            out[f"{t.field}_lo"] = t.lo
+    return out
+
+
+def _shape(value):
+    return Value.cast(value).shape()
+
+
+@lru_cache(maxsize=16)
+def pre_layout(cfg: NpuConfig) -> data.UnionLayout:
+    """What is stored per instruction: one struct per instruction name (exact widths, from
+    the rules' own expressions), overlaid."""
+    word = Signal(INSTR_BITS)
+    return data.UnionLayout({
+        d.name: data.StructLayout({k: _shape(x) for k, x in _members(rules(cfg, d.name, instr_layout(d.name)(word))).items()})
+        for d in INSTRUCTIONS})
+
+
+def pre_bits(cfg: NpuConfig) -> int:
+    return pre_layout(cfg).size
+
+
+class PreCheck(wiring.Component):
+    """The precomputed rules ``pre`` of instruction ``word`` (zero for an unknown opcode:
+    the read port finds it illegal by its opcode).
+
+    ``staged=False``: one combinational function of ``word``.  ``staged=True`` (the
+    sequencer): every product of fields is formed from ``word_early`` and registered, and
+    the rest from ``word``, which must be ``word_early`` one cycle later (the sequencer's
+    assembled instruction and its registered copy): the multipliers then end at a register
+    and the sums start at one.  Instructions share the multipliers (product i of each
+    instruction on multiplier i), as Yosys shares them between the cases of the one-piece
+    form."""
+
+    def __init__(self, config: NpuConfig, staged: bool = False):
+        self.config = config
+        self.staged = staged
+        ports = {"word": In(INSTR_BITS), "pre": Out(pre_layout(config))}
+        if staged:
+            ports["word_early"] = In(INSTR_BITS)
+        super().__init__(ports)
+
+    def elaborate(self, platform):
+        m = Module()
+        cfg = self.config
+        replays = {}
+        if self.staged:
+            # The rules call ``mul`` in the same order on any view.  A first pass on
+            # word_early collects each instruction's operand pairs; product i of every
+            # instruction shares multiplier and register i (operands chosen by opcode, so
+            # the DSP count is the most any one instruction needs); the pass on ``word``
+            # takes product i back from register i at its own width (exact: it fits).
+            pairs = {}
+            for defn in INSTRUCTIONS:
+                found = pairs[defn.name] = []
+                rules(cfg, defn.name, instr_layout(defn.name)(self.word_early),
+                      mul=lambda a, b, found=found: found.append((Value.cast(a), Value.cast(b))) or a * b)
+            slots = max(len(p) for p in pairs.values())
+
+            def width(v):
+                return v.shape().width + (0 if v.shape().signed else 1)
+
+            for i in range(slots):
+                used = [ab[i] for ab in pairs.values() if len(ab) > i]
+                sa = Signal(signed(max(width(a) for a, _ in used)), name=f"pre_a{i}")
+                sb = Signal(signed(max(width(b) for _, b in used)), name=f"pre_b{i}")
+                with m.Switch(self.word_early[:OPCODE_BITS]):
+                    for defn in INSTRUCTIONS:
+                        if len(pairs[defn.name]) > i:
+                            a, b = pairs[defn.name][i]
+                            with m.Case(defn.opcode):
+                                m.d.comb += [sa.eq(a), sb.eq(b)]
+                product = Signal(signed(len(sa) + len(sb)), name=f"pre_p{i}")
+                m.d.sync += product.eq(sa * sb)
+                for defn in INSTRUCTIONS:
+                    if len(pairs[defn.name]) > i:
+                        a, b = pairs[defn.name][i]
+                        shape = (a * b).shape()
+                        value = product[:shape.width]
+                        replays.setdefault(defn.name, []).append(value.as_signed() if shape.signed else value)
+        with m.Switch(self.word[:OPCODE_BITS]):
+            for defn in INSTRUCTIONS:
+                product = mul
+                if self.staged:
+                    replay = iter(replays.get(defn.name, []))
+
+                    def product(a, b, replay=replay):
+                        return next(replay)
+                with m.Case(defn.opcode):
+                    out = self.pre[defn.name]
+                    members = _members(rules(cfg, defn.name, instr_layout(defn.name)(self.word), mul=product))
+                    m.d.comb += [out[k].eq(x) for k, x in members.items()]
+                if self.staged:
+                    assert next(replay, None) is None, f"{defn.name}: rules used fewer products than recorded"
+        return m
