@@ -116,3 +116,18 @@ def test_a_select_of_a_merged_int32_value_is_bit_exact():
     out = g.op("SELECT", [cond, w, y], (3, 20), "int32")
     comp = run_and_compare(g.graph([out]), g.inputs(rng), SMALL_CONFIG)
     assert len(_elt_layers(comp)) == 1
+
+
+def test_a_long_chain_is_cut_into_bounded_layers():
+    """Every merged intermediate is a tile temporary: a chain of 150 CLAMPs becomes layers of
+    at most MAX_STEPS steps (unbounded, tiles shrink to nothing), bit-exact."""
+    from compiler.kinds.elementwise.fusion import MAX_STEPS
+
+    rng = np.random.default_rng(13)
+    g = VecBuilder(rng)
+    x = g.input((2, 40), "int8")
+    for i in range(150):
+        x = g.op("CLAMP", [x], (2, 40), "int8", min_val=-120 + i % 7, max_val=120 - i % 5)
+    comp = run_and_compare(g.graph([x]), g.inputs(rng), SMALL_CONFIG)
+    layers = _elt_layers(comp)
+    assert 1 < len(layers) < 10 and all(len(layer.steps) <= MAX_STEPS for layer in layers)

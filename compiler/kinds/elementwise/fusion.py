@@ -26,7 +26,7 @@ merge could change a result or a layout:
   ``B``'s place in the order).
 
 Merging repeats until nothing merges, so a whole chain (and a tree: both RESCALEs into
-the ADD) becomes one layer.
+the ADD) becomes one layer, of at most ``MAX_STEPS`` steps.
 """
 from __future__ import annotations
 
@@ -39,6 +39,12 @@ from compiler.core.dataflow import Dataflow
 from compiler.kinds.elementwise.layer import EltLayer, Step
 
 __all__ = ["fuse_elementwise"]
+
+# Steps of one merged layer at most: every merged intermediate is a temporary of the tile, so
+# an unbounded chain (10,000 CLAMPs) would leave tiles of one vector, or none (ACC
+# temporaries), and merging it would take quadratic time.  TFLite's residual ADD is 5
+# operators, its int8 softmax tail about 50.
+MAX_STEPS = 64
 
 
 def fuse_elementwise(flow: Dataflow) -> Dataflow:
@@ -77,6 +83,8 @@ def _next_pair(flow: Dataflow) -> tuple[int, int] | None:
                 or flow.roots[t].kind != "computed"):
             continue
         if a.out_shape != b.out_shape or any(b.inputs[k] == t for k in b.windows):
+            continue
+        if len(a.steps) + len(b.steps) > MAX_STEPS:
             continue
         if (a.per_channel and b.per_channel) or (a.table is not None and b.table is not None):
             continue
