@@ -30,6 +30,7 @@ the ADD) becomes one layer, of at most ``MAX_STEPS`` steps.
 """
 from __future__ import annotations
 
+import bisect
 import re
 from dataclasses import replace
 
@@ -48,51 +49,70 @@ MAX_STEPS = 64
 
 
 def fuse_elementwise(flow: Dataflow) -> Dataflow:
-    """Merge elementwise chains of ``flow`` in place (and return it)."""
-    while True:
-        pair = _next_pair(flow)
-        if pair is None:
-            return flow
-        i, j = pair
-        a, b = flow.layers[i], flow.layers[j]
-        flow.layers[j] = _merge(a, b)
-        del flow.layers[i]
-        for table in (flow.roots, flow.refs, flow.shapes):
-            table.pop(a.output, None)
+    """Merge elementwise chains of ``flow`` in place (and return it).
 
-
-def _next_pair(flow: Dataflow) -> tuple[int, int] | None:
-    """(index of A, index of B) of the first mergeable pair, or None."""
-    readers: dict[str, list[int]] = {}
-    for k, layer in enumerate(flow.layers):
+    One pass over the layers in order, each consumer ``B`` taking in its mergeable producers
+    (the earliest first, until none is left): a producer's own merges are done by then, as it
+    comes earlier.  Readers and writers are kept as indices that merging updates, so the pass
+    costs time linear in the graph (a chain of 10,000 CLAMPs: each merge looks at the two
+    layers it joins), where rescanning the graph after every merge was quadratic."""
+    layers: list = list(flow.layers)               # None where a layer was merged away
+    readers: dict[str, set[int]] = {}
+    writers: dict[str, list[int]] = {}             # root name -> indices of layers writing it
+    producer: dict[str, int] = {}                  # elementwise output -> its layer's index
+    for k, layer in enumerate(layers):
         for name in layer.reads:
-            readers.setdefault(name, []).append(k)
+            readers.setdefault(name, set()).add(k)
+        for name in layer.writes:
+            writers.setdefault(flow.root_of(name).name, []).append(k)
+        if type(layer) is EltLayer:
+            producer[layer.output] = k
     viewed = {ref.parent for name, ref in flow.refs.items() if not ref.root}
     bound = {binding.tensor for binding in flow.outputs + flow.inputs}
-    for i, a in enumerate(flow.layers):
-        if type(a) is not EltLayer:
-            continue
+
+    def mergeable(i: int, j: int) -> bool:
+        a, b = layers[i], layers[j]
         t = a.output
-        users = sorted(set(readers.get(t, [])))
-        if len(users) != 1 or t in viewed or t in bound:
-            continue
-        j = users[0]
-        b = flow.layers[j]
+        if readers.get(t) != {j} or t in viewed or t in bound:
+            return False
         ref = flow.refs.get(t)
-        if (type(b) is not EltLayer or j <= i or ref is None or not ref.root or ref.parent != t
-                or flow.roots[t].kind != "computed"):
-            continue
+        if ref is None or not ref.root or ref.parent != t or flow.roots[t].kind != "computed":
+            return False
         if a.out_shape != b.out_shape or any(b.inputs[k] == t for k in b.windows):
-            continue
+            return False
         if len(a.steps) + len(b.steps) > MAX_STEPS:
-            continue
+            return False
         if (a.per_channel and b.per_channel) or (a.table is not None and b.table is not None):
+            return False
+        # Nothing between them writes what A reads: A's reads move to B's place.
+        for root in {flow.root_of(name).name for name in a.reads}:
+            ks = writers.get(root, ())
+            at = bisect.bisect_right(ks, i)
+            if at < len(ks) and ks[at] < j:
+                return False
+        return True
+
+    for j, b in enumerate(layers):
+        if type(b) is not EltLayer:
             continue
-        a_roots = {flow.root_of(name).name for name in a.reads}
-        if any(flow.root_of(w).name in a_roots for layer in flow.layers[i + 1:j] for w in layer.writes):
-            continue
-        return i, j
-    return None
+        while True:
+            producers = sorted({producer[name] for name in b.reads if name in producer} - {j})
+            i = next((i for i in producers if layers[i] is not None and i < j and mergeable(i, j)), None)
+            if i is None:
+                break
+            a = layers[i]
+            merged = _merge(a, b)
+            for name in set(a.reads) | set(b.reads):
+                readers[name] -= {i, j}
+            for name in merged.reads:
+                readers.setdefault(name, set()).add(j)
+            del producer[a.output]
+            readers.pop(a.output, None)
+            layers[i], layers[j], b = None, merged, merged
+            for table in (flow.roots, flow.refs, flow.shapes):
+                table.pop(a.output, None)
+    flow.layers[:] = [layer for layer in layers if layer is not None]
+    return flow
 
 
 def _merge(a: EltLayer, b: EltLayer) -> EltLayer:
