@@ -78,8 +78,49 @@ def batch_matmul(rng) -> bytes:
     return write_tflite(m.model())
 
 
+def transpose_conv_16x8(rng) -> bytes:
+    """TRANSPOSE_CONV version 3 in 16x8 quantization (int16 activations with zero point 0,
+    int8 per-channel weights, int64 bias): SAME padding, stride 2, and VALID, stride (2, 3)
+    with a fused RELU.  TFLite's reference kernel accumulates in int64 and requantizes with
+    MultiplyByQuantizedMultiplier's 64-bit form (a 16-bit multiplier)."""
+    m = ModelBuilder()
+    s_in = 0.002
+    x = m.tensor("x", (1, 5, 4, 3), "int16", s_in, 0)
+    m.inputs = [x]
+    for i, (pad, st, act, oh, ow) in enumerate(((0, (2, 2), 0, 10, 8), (1, (2, 3), 1, 11, 12))):
+        ws = rng.uniform(0.002, 0.01, 6)
+        w = m.tensor(f"w{i}", (6, 3, 3, 3), "int8", list(ws), 0, rng.integers(-127, 128, (6, 3, 3, 3)))
+        b = m.tensor(f"b{i}", (6,), "int64", list(ws * s_in), 0, rng.integers(-300000, 300000, 6))
+        shape = m.tensor(f"shape{i}", (4,), "int32", None, 0, [1, oh, ow, 6])
+        y = m.tensor(f"y{i}", (1, oh, ow, 6), "int16", 0.004, 0)
+        m.op(67, 3, [shape, w, x, b], [y],
+             (49, {"padding": pad, "stride_w": st[1], "stride_h": st[0], "fused_activation_function": act}))
+        m.outputs.append(y)
+    return write_tflite(m.model())
+
+
+def batch_matmul_int16(rng) -> bytes:
+    """BATCH_MATMUL version 3 (int16 operands and output, zero points 0): [2, 3, 5, 12] x
+    [2, 3, 12, 7], and an adjoint_rhs product by a constant int16 [7, 12] (with a multiplier
+    near 1: see below).  TFLite's reference kernel accumulates in int64 and requantizes with
+    the 64-bit MultiplyByQuantizedMultiplier."""
+    m = ModelBuilder()
+    a = m.tensor("a", (2, 3, 5, 12), "int16", 0.0004, 0)
+    c = m.tensor("c", (2, 3, 12, 7), "int16", 0.0005, 0)
+    y = m.tensor("y", (2, 3, 5, 7), "int16", 0.3, 0)
+    m.op(126, 3, [a, c], [y], (101, {"adjoint_lhs": False, "adjoint_rhs": False}))
+    k = m.tensor("k", (7, 12), "int16", 0.0002, 0, rng.integers(-32767, 32768, (7, 12)))
+    # Scales whose multiplier is 0x7FFFABCF (>= 0x7FFF0000): TFLite's 64-bit
+    # MultiplyByQuantizedMultiplier saturates its 16-bit multiplier at 0x7FFF there.
+    z = m.tensor("z", (2, 3, 5, 7), "int16", 0.08388691395521164, 0)
+    m.op(126, 3, [a, k], [z], (101, {"adjoint_lhs": False, "adjoint_rhs": True}))
+    m.inputs, m.outputs = [a, c], [y, z]
+    return write_tflite(m.model())
+
+
 MODELS = {"maximum_minimum_v2": maximum_minimum, "transpose_conv_v3": transpose_conv,
-          "batch_matmul": batch_matmul}
+          "batch_matmul": batch_matmul, "transpose_conv_16x8": transpose_conv_16x8,
+          "batch_matmul_int16": batch_matmul_int16}
 
 
 def main() -> int:

@@ -230,20 +230,24 @@ def _conv_common(lw: Lowerer, op, kind: str) -> None:
 
 
 def transpose_conv(lw: Lowerer, op) -> None:
-    """TFLite TRANSPOSE_CONV, int8/uint8 (every version; the bias input is version 3's):
-    inputs output_shape, filter [OC, KH, KW, IC], input, bias.  The reference kernel scatters
-    ``(x - x_zp) * w`` to ``out[i * stride - pad + k]`` with ``pad`` from
+    """TFLite TRANSPOSE_CONV, int8/uint8 and 16x8 (every version; the bias input is version
+    3's): inputs output_shape, filter [OC, KH, KW, IC], input, bias.  The reference kernel
+    scatters ``(x - x_zp) * w`` to ``out[i * stride - pad + k]`` with ``pad`` from
     ComputePaddingHeightWidth on the *output* size, adds the bias, requantizes per channel
     (MultiplyByQuantizedMultiplier) and clamps: TOSA TRANSPOSE_CONV2D with ``out_pad =
-    [-pad_top, rest, -pad_left, rest]``, RESCALE (DOUBLE_ROUND), CLAMP."""
+    [-pad_top, rest, -pad_left, rest]``, RESCALE (DOUBLE_ROUND), CLAMP.  16x8 (int16
+    activations, zero point 0, int64 bias): the int64 accumulator is TOSA's int48 (int16 x
+    int8 products over the layer's taps stay far inside it) and the 64-bit
+    MultiplyByQuantizedMultiplier is the 16-bit RESCALE that CONV_2D's 16x8 form uses."""
     b = lw.b
     x = lw.activation(2)
     out, out_dtype = lw.out_type()
     w, wq, wzp = _weights(lw, 1)
     opts = _opts(lw, op)
     act = activation_name(opts["fused_activation_function"], op.where)
-    if x.dtype != "int8":
-        raise lw.unsupported("int16 TRANSPOSE_CONV is not supported")
+    acc = "int32" if x.dtype == "int8" else "int48"
+    if x.dtype == "int16" and x.zp:
+        raise lw.unsupported(f"int16 TRANSPOSE_CONV input zero point {x.zp} (16x8 quantization has 0)")
     if wzp.any():
         raise lw.unsupported("TRANSPOSE_CONV weights must have zero point 0")
     if len(b.shape(x.name)) != 4 or w.ndim != 4 or len(out.shape) != 4:
@@ -267,35 +271,44 @@ def transpose_conv(lw: Lowerer, op) -> None:
                -pads[1], ow - (iw - 1) * stride[1] - kw + pads[1]]
     if min(out_pad[:2]) <= -kh or min(out_pad[2:]) <= -kw:
         raise lw.unsupported(f"output {oh}x{ow} needs padding beyond the {kh}x{kw} kernel")
-    bias = _bias(lw, 3, oc, "int32")
+    bias = _bias(lw, 3, oc, acc)
     mults, shifts = _multipliers(lw, x.scale, wq.scale, out.quant.s, oc, False)
     out_zp = out.quant.zp - (128 if out.type == "UINT8" else 0)
     accum = b.emit("TRANSPOSE_CONV2D", [x.name, b.const(f"{out.name}_weights", w, "int8"),
-                                        b.const(f"{out.name}_bias", bias, "int32"),
+                                        b.const(f"{out.name}_bias", bias, acc),
                                         b.scalar(x.zp, x.dtype), b.scalar(0, "int8")],
-                   (n, oh, ow, oc), "int32", f"{out.name}_acc", out_pad=out_pad, stride=stride,
-                   local_bound=False, acc_type="INT32")
+                   (n, oh, ow, oc), acc, f"{out.name}_acc", out_pad=out_pad, stride=stride,
+                   local_bound=False, acc_type=acc.upper())
     per_channel = len(set(zip(mults, shifts))) > 1
     if not per_channel:
         mults, shifts = mults[:1], shifts[:1]
-    y = lw.requantize(accum, out_dtype, mults, shifts, 0, out_zp, per_channel=per_channel)
+    if acc == "int32":
+        y = lw.requantize(accum, out_dtype, mults, shifts, 0, out_zp, per_channel=per_channel)
+    else:
+        y = _rescale_int48(lw, accum, out_dtype, mults, shifts, out_zp, per_channel)
     lo, hi = activation_range(act, out.quant.s, out.quant.zp,
                               "uint8" if out.type == "UINT8" else out_dtype, op.where)
     lw.define(0, lw.clamp_activation(y, *lw.shifted(out, lo, hi)))
 
 
 def batch_matmul(lw: Lowerer, op) -> None:
-    """TFLite BATCH_MATMUL, int8 (either operand may be a constant): ``sum((lhs - lhs_zp) *
-    (rhs - rhs_zp))`` in int32 over K, MultiplyByQuantizedMultiplier by the float32 product
-    of the input scales over the output scale (GetQuantizedConvolutionMultipler), output zero
-    point, int8 range.  TOSA: the adjoint operands transposed, leading axes flattened into
-    MATMUL's N (equal batch shapes; a batch of 1 is broadcast by TILE), MATMUL with both zero
-    points, RESCALE (DOUBLE_ROUND)."""
+    """TFLite BATCH_MATMUL, int8 and int16 (either operand may be a constant): ``sum((lhs -
+    lhs_zp) * (rhs - rhs_zp))`` in int32 (int16: int64, zero points 0) over K,
+    MultiplyByQuantizedMultiplier by the float32 product of the input scales over the output
+    scale (GetQuantizedConvolutionMultipler), output zero point, the type's range.  TOSA: the
+    adjoint operands transposed, leading axes flattened into MATMUL's N (equal batch shapes; a
+    batch of 1 is broadcast by TILE), MATMUL with both zero points (int16: int48 accumulator,
+    what TFLite's int64 one holds for K below 2**16), RESCALE (int8: DOUBLE_ROUND; int16: the
+    16-bit multiplier of the 64-bit MultiplyByQuantizedMultiplier)."""
     b = lw.b
     lhs, rhs = lw.activation(0), lw.activation(1)
     out, out_dtype = lw.out_type()
-    if not lhs.dtype == rhs.dtype == out_dtype == "int8":
-        raise lw.unsupported("BATCH_MATMUL is supported for int8 operands and output only")
+    if not lhs.dtype == rhs.dtype == out_dtype or out_dtype not in ("int8", "int16"):
+        raise lw.unsupported(f"BATCH_MATMUL of {lhs.dtype} x {rhs.dtype} -> {out_dtype} is not supported "
+                             f"(int8 or int16 throughout)")
+    wide = out_dtype == "int16"
+    if wide and (lhs.zp or rhs.zp or out.quant.zp):
+        raise lw.unsupported("int16 BATCH_MATMUL needs zero points 0 (TFLite's 16-bit quantization)")
     opts = op.options or {}
     names = []
     for v, adjoint in ((lhs, opts.get("adjoint_lhs", False)), (rhs, opts.get("adjoint_rhs", False))):
@@ -325,12 +338,15 @@ def batch_matmul(lw: Lowerer, op) -> None:
             if own != 1:
                 raise lw.unsupported(f"batch shapes {list(ashape[:-2])} and {list(cshape[:-2])} broadcast "
                                      f"other than from 1")
-            name = b.emit("TILE", [name, b.shape_const([count, 1, 1])], (count, rows, cols), "int8", "tile")
+            name = b.emit("TILE", [name, b.shape_const([count, 1, 1])], (count, rows, cols), out_dtype, "tile")
         flat.append(name)
-    accum = b.emit("MATMUL", [flat[0], flat[1], b.scalar(lhs.zp, "int8"), b.scalar(rhs.zp, "int8")],
-                   (count, m, n), "int32", f"{out.name}_acc")
+    accum = b.emit("MATMUL", [flat[0], flat[1], b.scalar(lhs.zp, out_dtype), b.scalar(rhs.zp, out_dtype)],
+                   (count, m, n), "int48" if wide else "int32", f"{out.name}_acc")
     mults, shifts = _multipliers(lw, lhs.scale, np.asarray([rhs.scale]), out.quant.s, 1, True)
-    y = lw.requantize(accum, out_dtype, mults, shifts, 0, out.quant.zp)
+    if wide:
+        y = _rescale_int48(lw, accum, out_dtype, mults, shifts, 0, False)
+    else:
+        y = lw.requantize(accum, out_dtype, mults, shifts, 0, out.quant.zp)
     lw.define(0, y)
 
 
@@ -349,9 +365,9 @@ def _rescale_int48(lw: Lowerer, accum: str, out_dtype: str, mults, shifts, out_z
     (M + 2**15) >> 16 and one rounding at shift 15 - s = TOSA's scale16 RESCALE."""
     m16, s16 = [], []
     for m, s in zip(mults, shifts):
-        reduced, total = (m + (1 << 15)) >> 16, 15 - s
-        if reduced >= 1 << 15:  # 32768 does not fit int16: same value, one bit less
-            reduced, total = reduced >> 1, total - 1
+        # TFLite saturates the reduced multiplier at 0x7FFF for multipliers from 0x7FFF0000
+        # on (rounding them would give 32768, which int16 cannot hold): the same here.
+        reduced, total = ((m + (1 << 15)) >> 16 if m < 0x7FFF0000 else 0x7FFF), 15 - s
         if not 2 <= total <= 62:
             raise lw.unsupported(f"requantization exponent {s} has no 16-bit RESCALE shift")
         m16.append(reduced)
