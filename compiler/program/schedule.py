@@ -56,34 +56,54 @@ class Scheduled:
         return max(self.finish, default=0)
 
 
+class _Accesses:
+    """The live accesses to one memory: ``[lo, hi)``, write flag, op index, in arrays that
+    grow by doubling (appending one access copies nothing)."""
+
+    def __init__(self):
+        self.n = 0
+        self.data = np.zeros((4, 64), dtype=np.int64)      # rows: lo, hi, is_write, op
+
+    def live(self) -> np.ndarray:
+        return self.data[:, :self.n]
+
+    def conflicts(self, lo: int, hi: int, is_write: bool) -> list[int]:
+        """Ops of the live accesses overlapping ``[lo, hi)`` that conflict with it."""
+        d = self.live()
+        hit = (d[0] < hi) & (lo < d[1])
+        if not is_write:
+            hit &= d[2] != 0
+        return d[3][hit].tolist()
+
+    def add(self, lo: int, hi: int, is_write: bool, op: int) -> None:
+        if is_write:   # accesses inside this write are shadowed by it
+            d = self.live()
+            keep = ~((d[0] >= lo) & (d[1] <= hi))
+            if not keep.all():
+                kept = d[:, keep]
+                self.n = kept.shape[1]
+                self.data[:, :self.n] = kept
+        if self.n == self.data.shape[1]:
+            self.data = np.concatenate([self.data, np.zeros_like(self.data)], axis=1)
+        self.data[:, self.n] = (lo, hi, is_write, op)
+        self.n += 1
+
+
 def dependences(ops: list[Op]) -> list[list[int]]:
     """For each op, the earlier ops it conflicts with."""
-    tables: dict[str, dict[str, np.ndarray]] = {}
+    tables: dict[str, _Accesses] = {}
     preds: list[list[int]] = []
-    empty = np.zeros(0, dtype=np.int64)
     for i, op in enumerate(ops):
         found: set[int] = set()
         accesses = [(a, False) for a in op.reads] + [(a, True) for a in op.writes]
         for (mem, lo, hi), is_write in accesses:
-            if hi <= lo or mem not in tables:
-                continue
-            t = tables[mem]
-            hit = (t["lo"] < hi) & (lo < t["hi"]) & (t["w"] | is_write)
-            found.update(int(j) for j in t["op"][hit])
+            if hi > lo and mem in tables:
+                found.update(tables[mem].conflicts(lo, hi, is_write))
         found.discard(i)
         preds.append(sorted(found))
         for (mem, lo, hi), is_write in accesses:
-            if hi <= lo:
-                continue
-            t = tables.setdefault(mem, {"lo": empty, "hi": empty, "w": np.zeros(0, bool), "op": empty})
-            if is_write:   # accesses inside this write are shadowed by it
-                keep = ~((t["lo"] >= lo) & (t["hi"] <= hi))
-                for key in t:
-                    t[key] = t[key][keep]
-            t["lo"] = np.append(t["lo"], lo)
-            t["hi"] = np.append(t["hi"], hi)
-            t["w"] = np.append(t["w"], is_write)
-            t["op"] = np.append(t["op"], i)
+            if hi > lo:
+                tables.setdefault(mem, _Accesses()).add(lo, hi, is_write, i)
     return preds
 
 
@@ -102,14 +122,16 @@ class _Machine:
         self.known_at: dict[int, dict] = {}            # op -> knowledge at its issue
         self.latest: dict[int, dict] = {}              # op -> {unit: last ordinal it depends on}
         self.writing = {u: () for u in UNITS}          # memories each unit's last op writes
-        self.written = [written(op.instr.name, op.instr.values) if op.unit in UNITS else () for op in ops]
+        self.units = [op.unit for op in ops]          # looked up once: hot in evaluate()
+        self.written = [written(op.instr.name, op.instr.values) if u in UNITS else ()
+                        for op, u in zip(ops, self.units)]
 
     def sharers(self, i: int) -> tuple:
         """Units op ``i`` must wait for by the one-write-port rule (isa/ports.py): the other
         writer of a memory it writes, while that unit's last op writes it too."""
         out = []
         for mem in self.written[i]:
-            other = Unit[other_writer(self.ops[i].unit.name, mem)]
+            other = Unit[other_writer(self.units[i].name, mem)]
             if mem in self.writing[other]:
                 out.append(other)
         return tuple(out)
@@ -129,10 +151,10 @@ class _Machine:
         if latest is None:
             # Per other unit, the last of its ops that ``i`` depends on (all emitted by the
             # time ``i`` is ready): the others complete before it.
-            own = self.ops[i].unit
+            own, units = self.units[i], self.units
             latest = {}
             for p in self.preds[i]:
-                u = self.ops[p].unit
+                u = units[p]
                 if u != own:
                     latest[u] = max(latest.get(u, -1), self.ordinal[p])
             self.latest[i] = latest
@@ -140,7 +162,7 @@ class _Machine:
 
     def evaluate(self, i: int) -> tuple[int, tuple]:
         """(issue cycle, wait units) if op ``i`` were emitted next."""
-        unit = self.ops[i].unit
+        unit = self.units[i]
         if unit not in UNITS:   # HALT: waits for every unit by definition
             return max([self.last_issue + 1] + list(self.idle.values())), ()
         need = self._unknown_units(i, self.known)
@@ -302,10 +324,10 @@ def _pick(machine: _Machine, ready: list[int]) -> tuple[int, int, tuple]:
     """The natural next op, or an op that can go first without delaying it."""
     first = ready[0]
     issue, waits = machine.evaluate(first)
-    blocked = set(waits) | set(machine.sharers(first)) | {machine.ops[first].unit}
+    blocked = set(waits) | set(machine.sharers(first)) | {machine.units[first]}
     best = (first, issue, waits)
     for i in ready[1:WINDOW]:
-        if machine.ops[i].unit in blocked:
+        if machine.units[i] in blocked:
             continue
         when, w = machine.evaluate(i)
         if when < best[1]:
