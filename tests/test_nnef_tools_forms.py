@@ -1,0 +1,78 @@
+"""NNEF as nnef-tools' TFLite converter writes it: the forms the frontend must read.
+
+Each test is a small graph in the converter's own form (variables in TFLite's layout,
+transposed in the graph, per-channel graph.quant entries along TFLite's quantized
+dimension), checked against what the same weights give in NNEF's own layout.
+"""
+from __future__ import annotations
+
+import os
+import sys
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(__file__))
+from nnef_helpers import write_model  # noqa: E402
+
+from compiler.frontends.nnef import dat  # noqa: E402
+from compiler.frontends.nnef.load import load_nnef_model  # noqa: E402
+from sim.reference import run_graph  # noqa: E402
+
+
+def _quant_entry(name: str, scale, zp, bits: int = 8, symmetric: bool = False) -> str:
+    def fmt(v):
+        return "[" + ", ".join(repr(float(x)) if isinstance(x, float) else str(int(x))
+                               for x in v) + "]" if isinstance(v, list) else repr(v)
+    return (f'"{name}": zero_point_linear_quantize(zero_point = {fmt(zp)}, scale = '
+            f'{fmt(scale)}, bits = {bits}, signed = true, symmetric = '
+            f'{"true" if symmetric else "false"});\n')
+
+
+def _depthwise_model(folder, tflite_layout: bool):
+    """A 3x3 depthwise convolution over 4 channels with int8 per-channel weights, stored
+    as nnef-tools stores it ([1, 3, 3, 4], quantized along axis 3, then transposed) or in
+    NNEF's layout ([4, 1, 3, 3], quantized along axis 0)."""
+    rng = np.random.default_rng(7)
+    codes = rng.integers(-127, 128, (1, 3, 3, 4)).astype(np.int8)
+    scales = [0.01, 0.02, 0.015, 0.03]
+    bias = rng.integers(-500, 500, (1, 4)).astype(np.int32)
+    bscales = [0.02 * s for s in scales]
+    if tflite_layout:
+        wtext = ("w = variable<scalar>(shape = [1, 3, 3, 4], label = 'w');\n"
+                 "    wt = transpose(w, axes = [3, 0, 1, 2]);\n"
+                 "    y = conv(input, wt, b, padding = [], groups = 0);")
+        wcodes = codes
+    else:
+        wtext = ("w = variable<scalar>(shape = [4, 1, 3, 3], label = 'w');\n"
+                 "    y = conv(input, w, b, padding = [], groups = 0);")
+        wcodes = codes.transpose(3, 0, 1, 2)
+    text = f"""version 1.0;
+graph G( input ) -> ( y )
+{{
+    input = external<scalar>(shape = [1, 4, 6, 6]);
+    b = variable<scalar>(shape = [1, 4], label = 'b');
+    {wtext}
+}}
+"""
+    quant = (_quant_entry("input", 0.02, 3) +
+             _quant_entry("w", scales, [0] * 4, symmetric=True) +
+             _quant_entry("b", bscales, [0] * 4, bits=32) +
+             _quant_entry("y", 0.05, -2))
+    if tflite_layout:
+        quant += _quant_entry("wt", scales, [0] * 4, symmetric=True)
+    raw = {"w": dat.write_qint(wcodes, 8, True), "b": dat.write_qint(bias, 32, True)}
+    return write_model(folder, text, quant=quant, raw=raw)
+
+
+def test_depthwise_weights_quantized_along_tflites_channel_axis(tmp_path):
+    """nnef-tools keeps a depthwise filter as TFLite's [1, kh, kw, C] with C per-channel
+    scales (axis 3) and transposes it in the graph: the same integer graph results as
+    from the filter in NNEF's [C, 1, kh, kw] layout."""
+    ours = load_nnef_model(_depthwise_model(tmp_path / "tfl", True))
+    plain = load_nnef_model(_depthwise_model(tmp_path / "nnef", False))
+    x = np.random.default_rng(1).integers(-128, 128, (1, 4, 6, 6)).astype(np.int8)
+    (inp,) = ours.graph.main.inputs
+    got = run_graph(ours.graph, {inp: x})
+    want = run_graph(plain.graph, {plain.graph.main.inputs[0]: x})
+    np.testing.assert_array_equal(got[ours.graph.main.outputs[0]],
+                                  want[plain.graph.main.outputs[0]])
