@@ -54,7 +54,7 @@ def quantize_graph(graph: Graph, calibration: Iterable[dict[str, np.ndarray]] | 
     integer_softmax
         None, or a function ``(graph, qparams, logits) -> name`` that appends an int8
         softmax: when the removed tail is a softmax over the logits' channels, the integer
-        graph ends with it instead (compiler/frontends/circle/softmax_tail.py's
+        graph ends with it instead (compiler/frontends/common/softmax_tail.py's
         ``append_integer_softmax``: TFLite's reference kernel, output scale 1/256, zero point
         -128; see compiler/graph/quantize/softmax.py).
 

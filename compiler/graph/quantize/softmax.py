@@ -3,9 +3,9 @@
 :func:`compiler.graph.quantize.prepare.cut_float_tail` removes a float softmax after the logits
 (its EXP / REDUCE_SUM / RECIPROCAL have no int8 lowering of their own).  With
 ``quantize_graph(..., integer_softmax=append_integer_softmax)`` (the appender from
-compiler/frontends/circle/softmax_tail.py, passed in because the graph level sits below the
+compiler/frontends/common/softmax_tail.py, passed in because the graph level sits below the
 frontends) the integer graph then ends with the int8 softmax that the Circle frontend uses for
-TFLite's SOFTMAX (compiler/frontends/circle/ops_softmax.py: bit-exact with TFLite's reference
+TFLite's SOFTMAX (compiler/frontends/common/int_softmax.py: bit-exact with TFLite's reference
 kernel, built from TOSA integer operators the NPU runs): the logits' int8 codes in, probabilities out with
 TFLite's fixed output parameters, scale 1/256 and zero point -128.  So a classifier ends at
 class probabilities, not logits.

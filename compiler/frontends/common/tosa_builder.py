@@ -1,4 +1,4 @@
-"""A small TOSA 1.0 graph builder for the Circle frontend: unique tensor names, constants,
+"""A small TOSA 1.0 graph builder (the Circle frontend's lowering, the shared int8 softmax): unique tensor names, constants,
 and the composite integer steps the lowering uses over and over (exact RESCALEs, clamps,
 saturating shifts).
 

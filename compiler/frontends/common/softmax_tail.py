@@ -1,16 +1,19 @@
-"""Append the Circle frontend's int8 softmax to a quantized graph, in place of its float tail.
+"""Append TFLite's int8 softmax to a quantized graph, in place of its float tail.
+
+Shared by the frontends that quantize a float graph (NNEF, OpenVINO, tools): the same lowering
+the Circle frontend uses for TFLite's SOFTMAX.
 
 Passed to ``compiler.graph.quantize.quantize_graph(..., integer_softmax=append_integer_softmax)``
 (the graph level cannot import a frontend): the quantizer recognises the float softmax after
 the logits (``compiler.graph.quantize.softmax.is_softmax_tail``) and calls this to build TFLite's
-integer softmax (``ops_softmax.softmax``, bit-exact with its reference kernel) over the logits.
+integer softmax (``int_softmax.softmax``, bit-exact with its reference kernel) over the logits.
 """
 from __future__ import annotations
 
 from types import SimpleNamespace
 
-from compiler.frontends.circle.build import TosaBuilder
-from compiler.frontends.circle.ops_softmax import softmax
+from compiler.frontends.common.tosa_builder import TosaBuilder
+from compiler.frontends.common.int_softmax import softmax
 from compiler.graph.quantize.qparams import QParams
 from compiler.graph.quantize.softmax import SOFTMAX_SCALE, SOFTMAX_ZERO_POINT
 from tosa_ir import Graph
@@ -20,7 +23,7 @@ __all__ = ["append_integer_softmax"]
 
 
 class _Lowering:
-    """What circle_ops_softmax.softmax needs of the Circle lowerer, over our block."""
+    """What int_softmax.softmax needs of a lowerer, over our block."""
 
     def __init__(self, builder, logits: str, scale: float, out_name: str):
         self.b = builder
