@@ -76,3 +76,78 @@ def test_depthwise_weights_quantized_along_tflites_channel_axis(tmp_path):
     want = run_graph(plain.graph, {plain.graph.main.inputs[0]: x})
     np.testing.assert_array_equal(got[ours.graph.main.outputs[0]],
                                   want[plain.graph.main.outputs[0]])
+
+
+_CLASSIFIER = """version 1.0;
+graph G( input ) -> ( probabilities )
+{
+    input = external<scalar>(shape = [1, 4, 4, 4]);
+    m = mean_reduce(input, axes = [2, 3]);
+    s = squeeze(m, axes = [2, 3]);
+    w = variable<scalar>(shape = [6, 4], label = 'w');
+    b = variable<scalar>(shape = [1, 6], label = 'b');
+    logits = linear(s, w, b);
+    probabilities = softmax(logits, axes = [1]);
+}
+"""
+
+
+def _classifier(folder, out_scale: float, out_zp: int):
+    """mean_reduce -> linear -> softmax as nnef-tools writes a TFLite classifier: the
+    mean's result on a grid of its own, the probabilities on ``out_scale``/``out_zp``."""
+    rng = np.random.default_rng(11)
+    w = rng.integers(-127, 128, (6, 4)).astype(np.int8)
+    wscale = [0.01 * (1 + i) for i in range(6)]
+    b = rng.integers(-300, 300, (1, 6)).astype(np.int32)
+    quant = (_quant_entry("input", 0.05, -10) + _quant_entry("m", 0.03, 4) +
+             _quant_entry("s", 0.03, 4) +
+             _quant_entry("w", wscale, [0] * 6, symmetric=True) +
+             _quant_entry("b", [0.03 * s for s in wscale], [0] * 6, bits=32) +
+             _quant_entry("logits", 0.05, 2) +
+             _quant_entry("probabilities", out_scale, out_zp))
+    raw = {"w": dat.write_qint(w, 8, True), "b": dat.write_qint(b, 32, True)}
+    return write_model(folder, _CLASSIFIER, quant=quant, raw=raw)
+
+
+def test_softmax_with_tflites_output_parameters_is_the_int8_softmax(tmp_path):
+    """graph.quant giving the probabilities TFLite's softmax parameters (scale 1/256, zero
+    point -128): the graph ends with the int8 softmax under the output's name, within 1 LSB
+    of the float softmax of its int8 logits; any other output grid leaves the float tail
+    out as before (the graph ends at the logits)."""
+    model = load_nnef_model(_classifier(tmp_path / "tfl", 1 / 256, -128))
+    block = model.graph.main
+    assert block.outputs == ["probabilities"]
+    assert "TABLE" in {op.op for op in block.operators}
+    qm = model.quantized
+    x = np.random.default_rng(2).integers(-128, 128, (1, 4, 4, 4)).astype(np.int8)
+    keep = list(block.outputs)
+    block.outputs = keep + ["logits"]
+    out = run_graph(model.graph, {block.inputs[0]: x})
+    block.outputs = keep
+    logits = qm.qparams["logits"].dequantize(np.asarray(out["logits"]).astype(np.int64))
+    e = np.exp(logits - logits.max())
+    want = e / e.sum() * 256 - 128
+    got = np.asarray(out["probabilities"]).astype(np.int64)
+    assert np.abs(got - want).max() <= 1.0
+    other = load_nnef_model(_classifier(tmp_path / "other", 1 / 255, -128))
+    assert other.graph.main.outputs == ["logits"]
+
+
+def test_mean_onto_a_grid_of_its_own_rounds_once(tmp_path):
+    """A mean whose graph.quant grid differs from its input's (TFLite's MEAN has output
+    parameters of its own) is one rounding of the exact mean onto that grid, not a pool
+    on the input's grid requantized after."""
+    model = load_nnef_model(_classifier(tmp_path / "m", 1 / 256, -128))
+    block = model.graph.main
+    assert "AVG_POOL2D" not in {op.op for op in block.operators}
+    mean = next(op.outputs[0] for op in block.operators if op.op == "DEPTHWISE_CONV2D")
+    mean = next(op.outputs[0] for op in block.operators if mean in op.inputs and op.op == "RESCALE")
+    rng = np.random.default_rng(4)
+    keep = list(block.outputs)
+    block.outputs = keep + [mean]
+    for _ in range(20):
+        x = rng.integers(-128, 128, (1, 4, 4, 4)).astype(np.int8)
+        got = np.asarray(run_graph(model.graph, {block.inputs[0]: x})[mean]).reshape(-1)
+        exact = (x.astype(np.float64) + 10).mean(axis=(2, 3)).reshape(-1) * 0.05 / 0.03 + 4
+        assert np.abs(got - exact).max() <= 0.5 + 1e-6
+    block.outputs = keep

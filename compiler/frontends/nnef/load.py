@@ -12,7 +12,10 @@ the spec (:mod:`.nnef_dat`); operations map to TOSA (:mod:`.nnef_convert`,
 * With graph.quant the result is the int8 TOSA 1.0 graph directly: the parameters of
   graph.quant are used as given (activations per tensor, weights per output channel),
   the rest is :mod:`compiler.graph.quantize`'s lowering.  A float-only output tail (softmax) is
-  left out and the graph ends at the logits.
+  left out and the graph ends at the logits, unless graph.quant gives the output TFLite's
+  softmax parameters (int8, scale 1/256, zero point -128, as nnef-tools writes a converted
+  TFLite classifier): then the graph ends with TFLite's int8 softmax
+  (compiler/frontends/common/softmax_tail.py).
 
 Every problem is :class:`InvalidInput` (malformed files, with file and line where the
 parser gives them) or :class:`Unsupported` (valid NNEF without a TOSA mapping here).
@@ -25,6 +28,8 @@ import zlib
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
+from compiler.frontends.common.quant_grid import requantizing_pools
+from compiler.frontends.common.softmax_tail import tflite_softmax_output
 from compiler.frontends.nnef.container import GRAPH_FILE, TAR_SUFFIXES, open_container
 from compiler.frontends.nnef.convert import Converter
 from compiler.frontends.nnef.ops import HANDLERS
@@ -110,7 +115,9 @@ def load_nnef_model(path: str | os.PathLike, quantize: bool = True,
 
         given, notes = _given_params(parsed, conv, float_graph)
         model.notes += notes
-        qm = quantize_graph(float_graph, given=given, rounding_mode=rounding_mode)
+        model.notes += requantizing_pools(float_graph, given)
+        qm = quantize_graph(float_graph, given=given, rounding_mode=rounding_mode,
+                            integer_softmax=tflite_softmax_output(float_graph, given))
         model.quantized = qm
         model.graph = qm.graph
         model.notes += qm.notes
