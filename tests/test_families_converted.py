@@ -14,7 +14,7 @@ reference interpreter bit for bit on every sample, or is refused in one line
 * OpenVINO: ``max |ours - tflite| <= max |openvino_cpu - tflite|`` (no slack): the IR
   carries FakeQuantize ranges and float arithmetic, not TFLite's integer kernels, so
   OpenVINO's own CPU plugin is the measure of how far the IR lets a backend be.  Measured
-  (max LSB, ours / OpenVINO CPU): residual 1 / 28, mobilenetv2 2 / 232, spatial 1 / 18.
+  (max LSB, ours / OpenVINO CPU): residual 1 / 28, mobilenetv2 0 / 232, spatial 1 / 18.
   OpenVINO CPU is far off because it evaluates the dequantized network in float and
   rounds only at the FakeQuantizes (TFLite rounds after every kernel, and its
   TRANSPOSE_CONV, MEAN and SOFTMAX round in their own fixed-point way); ours is near

@@ -291,3 +291,38 @@ def test_fakequantize_conv_chain_runs_on_the_npu(tmp_path):
         xi = np.random.default_rng(seed).integers(-128, 128, (1, 8, 8, 3)).astype(np.int8)
         outs, _ = run_program(program, {inp: xi})
         np.testing.assert_array_equal(outs[out], run_graph(graph, {inp: xi})[out])
+
+
+def test_mean_with_its_fakequantize_after_a_reshape_rounds_once(tmp_path):
+    """OpenVINO's TFLite frontend writes MEAN as ReduceMean(keep_dims) -> Reshape ->
+    FakeQuantize: the mean's grid is the FakeQuantize's after the reshape, not its input's.
+    The integer mean rounds once onto it (within 0.5 LSB of the exact mean of the codes),
+    not onto the input's grid first."""
+    from ov_ir_helpers import IrBuilder
+
+    b = IrBuilder()
+
+    def fq(v, lo, hi, shape, name):
+        r = [b.const(np.float32(t)) for t in (lo, hi, lo, hi)]
+        return b.one("FakeQuantize", [v] + r, shape, name=name, levels=256)
+
+    x = b.parameter("x", [1, 6, 4, 4])
+    h = fq(x, -2.0, 2.0 * 127 / 128, [1, 6, 4, 4], "fq_in")
+    m = b.one("ReduceMean", [h, b.const(np.asarray([2, 3], np.int64))], [1, 6, 1, 1],
+              name="mean", keep_dims="true")
+    r = b.one("Reshape", [m, b.const(np.asarray([1, 6], np.int64))], [1, 6], name="flat",
+              special_zero="false")
+    b.result(fq(r, -0.5, 0.5 * 127 / 128, [1, 6], "fq_mean"))
+    model = load_openvino_model(b.write(tmp_path), layout="nhwc")
+    block = model.graph.main
+    assert "AVG_POOL2D" not in {op.op for op in block.operators}
+    qm = model.quantized
+    (inp,), (out,) = block.inputs, block.outputs
+    qi, qo = qm.qparams[inp], qm.qparams[out]
+    rng = np.random.default_rng(3)
+    for _ in range(20):
+        codes = rng.integers(-128, 128, (1, 4, 4, 6)).astype(np.int8)
+        got = np.asarray(run_graph(model.graph, {inp: codes})[out]).astype(np.int64).reshape(-1)
+        exact = np.clip(qi.dequantize(codes.astype(np.int64)).mean(axis=(1, 2)).reshape(-1)
+                        / qo.scalar_scale + qo.zp, -128, 127)
+        assert np.abs(got - exact).max() <= 0.5 + 1e-6

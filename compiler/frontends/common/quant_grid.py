@@ -2,8 +2,9 @@
 
 * :func:`same_grid`: two per-tensor parameters are the same grid (float32 scales compared
   to a relative 1e-6, as converters store them).
-* :func:`requantizing_pools`: an unpadded average pool whose given output grid is not its
-  input's becomes a depthwise convolution, so the quantizer rounds once onto that grid.
+* :func:`requantizing_pools`: an unpadded average pool whose given output grid (on its
+  result, or after the reshapes that follow it) is not its input's becomes a depthwise
+  convolution, so the quantizer rounds once onto that grid.
 * :func:`fresh_name`: an unused tensor name.
 
 Used by the OpenVINO (FakeQuantize) and NNEF (graph.quant) frontends.
@@ -45,12 +46,15 @@ def requantizing_pools(graph: Graph, given: dict[str, QParams]) -> list[str]:
     """
     notes = []
     block = graph.main
+    consumers = block.consumers()
     for index, op in enumerate(block.operators):
         if op.op != "AVG_POOL2D" or any(op.attrs.get("pad", [0])):
             continue
         src, out = op.inputs[0], op.outputs[0]
-        if out not in given or (src in given and same_grid(given[src], given[out])):
+        want = _grid_after(block, out, given, consumers)
+        if want is None or (src in given and same_grid(given[src], want)):
             continue
+        given[out] = want
         kh, kw = op.attrs["kernel"]
         channels = block.tensors[src].shape[-1]
         weight = np.full((kh, kw, channels, 1), 1.0 / (kh * kw), np.float32)
@@ -64,3 +68,16 @@ def requantizing_pools(graph: Graph, given: dict[str, QParams]) -> list[str]:
         notes.append(f"{op.location}: average pooling as a depthwise convolution so that it "
                      f"rounds once onto the given grid of its result")
     return notes
+
+
+def _grid_after(block, name: str, given: dict[str, QParams], consumers) -> QParams | None:
+    """The grid given for ``name``, or for the end of the layout-only chain (RESHAPE,
+    TRANSPOSE, IDENTITY, each the only reader) that follows it: OpenVINO's TFLite frontend
+    puts the MEAN's FakeQuantize after the reshapes that drop its kept dimensions."""
+    while name not in given:
+        users = consumers.get(name, [])
+        if name in block.outputs or len(users) != 1 or \
+                users[0].op not in ("RESHAPE", "TRANSPOSE", "IDENTITY"):
+            return None
+        name = users[0].outputs[0]
+    return given[name]
