@@ -43,6 +43,7 @@ sys.path.insert(0, os.path.dirname(__file__))
 
 from compiler.frontends.openvino.load import load_openvino_model  # noqa: E402
 from sim.reference.interpreter import run_graph  # noqa: E402
+from tosa_ir.errors import Unsupported  # noqa: E402
 
 FIXTURES = Path(__file__).parent / "fixtures" / "openvino"
 BOUND_LSB = 2
@@ -326,3 +327,52 @@ def test_mean_with_its_fakequantize_after_a_reshape_rounds_once(tmp_path):
         exact = np.clip(qi.dequantize(codes.astype(np.int64)).mean(axis=(1, 2)).reshape(-1)
                         / qo.scalar_scale + qo.zp, -128, 127)
         assert np.abs(got - exact).max() <= 0.5 + 1e-6
+
+
+def test_softmax_between_matmuls_is_tflites_int8_softmax(tmp_path):
+    """A SoftMax inside the graph (attention: between two MatMuls) whose FakeQuantize is
+    TFLite's softmax grid (scale 1/256, zero point -128: a converted TFLite model) lowers
+    to TFLite's int8 softmax in place; the probabilities are within 1 LSB of the float
+    softmax of the int8 logits.  Any other grid is refused as before (no int8 lowering)."""
+    from ov_ir_helpers import IrBuilder
+
+    def build(folder, hi):
+        folder.mkdir()
+        rng = np.random.default_rng(8)
+        b = IrBuilder()
+
+        def fq(v, lo, top, shape, name):
+            r = [b.const(np.float32(t)) for t in (lo, top, lo, top)]
+            return b.one("FakeQuantize", [v] + r, shape, name=name, levels=256)
+
+        x = fq(b.parameter("x", [1, 4, 8]), -1.0, 127 / 128, [1, 4, 8], "fq_in")
+        w1 = b.const((rng.standard_normal((8, 8)) * 0.5).astype(np.float32))
+        logits = fq(b.one("MatMul", [x, w1], [1, 4, 8], name="scores"), -4.0, 4.0 * 127 / 128,
+                    [1, 4, 8], "logits")
+        probs = fq(b.one("SoftMax", [logits], [1, 4, 8], name="softmax", axis="2"),
+                   0.0, hi, [1, 4, 8], "probs")
+        w2 = b.const((rng.standard_normal((8, 8)) * 0.5).astype(np.float32))
+        b.result(fq(b.one("MatMul", [probs, w2], [1, 4, 8], name="mix"), -2.0, 2.0 * 127 / 128,
+                    [1, 4, 8], "out"))
+        return b.write(folder)
+
+    model = load_openvino_model(build(tmp_path / "tfl", 255 / 256))
+    block = model.graph.main
+    assert "TABLE" in {op.op for op in block.operators}
+    assert not any(t.dtype == "fp32" for t in block.tensors.values())
+    qm = model.quantized
+    probs = next(n for n, q in qm.qparams.items()
+                 if not q.per_channel and q.zp == -128 and q.scalar_scale == 1 / 256)
+    logits = next(op.inputs[0] for op in block.operators if op.op == "REDUCE_MAX")
+    (inp,), keep = block.inputs, list(block.outputs)
+    block.outputs = keep + [logits, probs]
+    rng = np.random.default_rng(1)
+    for _ in range(4):
+        out = run_graph(model.graph, {inp: rng.integers(-128, 128, (1, 4, 8)).astype(np.int8)})
+        z = qm.qparams[logits].dequantize(np.asarray(out[logits]).astype(np.int64))
+        e = np.exp(z - z.max(axis=-1, keepdims=True))
+        want = e / e.sum(axis=-1, keepdims=True) * 256 - 128
+        assert np.abs(np.asarray(out[probs]).astype(np.int64) - want).max() <= 1.0
+    block.outputs = keep
+    with pytest.raises(Unsupported, match="REDUCE_MAX"):
+        load_openvino_model(build(tmp_path / "other", 1.0))

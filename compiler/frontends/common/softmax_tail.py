@@ -19,7 +19,7 @@ from compiler.graph.quantize.softmax import SOFTMAX_SCALE, SOFTMAX_ZERO_POINT
 from tosa_ir import Graph
 from tosa_ir.errors import InvalidInput, Unsupported
 
-__all__ = ["append_integer_softmax", "tflite_softmax_output"]
+__all__ = ["append_integer_softmax", "emit_integer_softmax"]
 
 
 class _Lowering:
@@ -63,24 +63,17 @@ def append_integer_softmax(graph: Graph, qparams: dict[str, QParams], logits: st
     return out
 
 
-def tflite_softmax_output(graph: Graph, given: dict[str, QParams]):
-    """The appender for ``quantize_graph(..., integer_softmax=...)`` when the graph's one
-    output carries TFLite's softmax output parameters (int8, scale 1/256, zero point -128)
-    in ``given``: a TFLite classifier converted to another format (nnef-tools' graph.quant,
-    OpenVINO's FakeQuantize) whose file says its probabilities are TFLite's int8 codes.
-    The int8 softmax then keeps the output's name.  Otherwise None: a float softmax tail
-    is left out as before (its output grid is not TFLite's, so TFLite's kernel is not it).
-    """
-    outputs = graph.main.outputs
-    if len(outputs) != 1 or outputs[0] not in given:
-        return None
-    qp = given[outputs[0]]
-    if qp.per_channel or qp.dtype != "int8" or qp.zp != SOFTMAX_ZERO_POINT or \
-            abs(qp.scalar_scale - SOFTMAX_SCALE) > 1e-6 * SOFTMAX_SCALE:
-        return None
-    name = outputs[0]
-
-    def append(int_graph: Graph, qparams: dict[str, QParams], logits: str) -> str:
-        return append_integer_softmax(int_graph, qparams, logits, out_name=name)
-
-    return append
+def emit_integer_softmax(block, logits: str, scale: float, out_name: str,
+                         reserved: set[str]) -> str:
+    """Emit the int8 softmax (last axis) of the int8 ``logits`` (scale ``scale``) into
+    ``block``, its result named ``out_name``; ``reserved`` are names the caller will still
+    use.  Passed to ``quantize_graph(..., softmax_layer=...)`` for a softmax inside the graph
+    or at its end whose result the model quantizes as TFLite does (compiler/graph/quantize/
+    softmax.py).  Returns the result's name."""
+    builder = TosaBuilder(block.name)
+    builder.block = block
+    builder.reserved = set(reserved) - {out_name}
+    builder.location = "integer softmax"
+    lowering = _Lowering(builder, logits, float(scale), out_name)
+    softmax(lowering, SimpleNamespace(options={"beta": 1.0}))
+    return lowering.result

@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
 from compiler.frontends.common.quant_grid import requantizing_pools
-from compiler.frontends.common.softmax_tail import tflite_softmax_output
+from compiler.frontends.common.softmax_tail import emit_integer_softmax
 from compiler.frontends.nnef.container import GRAPH_FILE, TAR_SUFFIXES, open_container
 from compiler.frontends.nnef.convert import Converter
 from compiler.frontends.nnef.ops import HANDLERS
@@ -117,7 +117,7 @@ def load_nnef_model(path: str | os.PathLike, quantize: bool = True,
         model.notes += notes
         model.notes += requantizing_pools(float_graph, given)
         qm = quantize_graph(float_graph, given=given, rounding_mode=rounding_mode,
-                            integer_softmax=tflite_softmax_output(float_graph, given))
+                            softmax_layer=emit_integer_softmax)
         model.quantized = qm
         model.graph = qm.graph
         model.notes += qm.notes

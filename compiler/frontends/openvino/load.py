@@ -45,7 +45,7 @@ from pathlib import Path
 import numpy as np
 
 from compiler.frontends.common.quant_grid import fresh_name, requantizing_pools, same_grid
-from compiler.frontends.common.softmax_tail import tflite_softmax_output
+from compiler.frontends.common.softmax_tail import emit_integer_softmax
 from compiler.frontends.openvino.bin import WeightsFile
 from compiler.frontends.openvino.convert import Converter
 from compiler.frontends.openvino.fold import FOLDERS
@@ -245,7 +245,7 @@ def _quantize(model: OpenVinoModel, float_graph: Graph, given, weight_given, cal
 
     params = {**given, **weight_given}
     options = dict(given=params, rounding_mode=rounding_mode, stop_at_logits=stop_at_logits,
-                   integer_softmax=tflite_softmax_output(float_graph, given))
+                   softmax_layer=emit_integer_softmax)
     try:
         qm = quantize_graph(float_graph, None, **options)
         used_cal = []

@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from compiler.graph.quantize.prepare import CONVS
+from compiler.graph.quantize.softmax import SOFTMAX_SCALE, SOFTMAX_ZERO_POINT
 from compiler.graph.quantize.qparams import (
     INT8_MAX, INT8_MIN, INT32_MAX, INT32_MIN, QParams, activation_qparams, quantize_multiplier,
     round_half_away, symmetric_weight_qparams,
@@ -78,8 +79,12 @@ class QuantizedModel:
 
 
 class _Lowering:
-    def __init__(self, graph: Graph, params, rounding_mode: str):
+    def __init__(self, graph: Graph, params, rounding_mode: str, softmax=None):
         self.src = graph.main
+        # Softmax groups lowered whole (compiler/graph/quantize/softmax.py): by the id of
+        # their first operator, and the emitter that writes TFLite's int8 softmax.
+        groups, self.softmax_layer = softmax or ([], None)
+        self.softmax_at = {id(g.ops[0]): g for g in groups}
         self.params = params              # callable: float tensor name -> QParams
         self.rounding = rounding_mode
         self.block = Block(self.src.name)
@@ -198,6 +203,9 @@ class _Lowering:
             self.block.inputs.append(name)
         for op in self.src.operators:
             if id(op) in self.fused:
+                continue
+            if id(op) in self.softmax_at:
+                self.softmax_group(self.softmax_at[id(op)])
                 continue
             handler = getattr(self, "op_" + op.op.lower(), None)
             if handler is None:
@@ -372,6 +380,21 @@ class _Lowering:
         self.requantize_output(acc, out, final, shape, aq.scalar_scale * bq.scalar_scale / oq.scalar_scale,
                                oq, clamp, op.location)
 
+    def softmax_group(self, group) -> None:
+        """TFLite's int8 softmax of the group's logits, named as the group's result, on
+        TFLite's softmax grid (which the group's result is given: softmax_groups)."""
+        xq = self.qp(group.logits)
+        if xq.per_channel or xq.dtype != "int8":
+            raise Unsupported(f"quantizer: softmax of {group.logits!r}: int8 per-tensor "
+                              f"logits only ({xq.describe()})")
+        self.fused.update(id(o) for o in group.ops)
+        out = self.softmax_layer(self.block, group.logits, xq.scalar_scale, group.output,
+                                 self.names)
+        if out != group.output:
+            raise Unsupported(f"quantizer: softmax result {group.output!r} became {out!r}")
+        self.names.update(self.block.tensors)
+        self.q[out] = QParams(SOFTMAX_SCALE, SOFTMAX_ZERO_POINT)
+
     def _table(self, op, func) -> None:
         x, out = op.inputs[0], op.outputs[0]
         xq, oq = self.qp(x), self.output_params(out)
@@ -455,14 +478,15 @@ class ParamSource:
         return qp
 
 
-def lower(graph: Graph, params: ParamSource, rounding_mode: str = "DOUBLE_ROUND"
-          ) -> tuple[Graph, dict[str, QParams]]:
+def lower(graph: Graph, params: ParamSource, rounding_mode: str = "DOUBLE_ROUND",
+          softmax=None) -> tuple[Graph, dict[str, QParams]]:
     """The integer graph for a prepared float graph (see module docstring), and the
-    parameters of its int8 tensors that stand for float tensors."""
+    parameters of its int8 tensors that stand for float tensors.  ``softmax``: None, or
+    (softmax groups, emitter) to lower those groups whole (compiler/graph/quantize/softmax.py)."""
     if rounding_mode not in ("SINGLE_ROUND", "DOUBLE_ROUND"):
         raise ValueError(f"rounding_mode must be SINGLE_ROUND or DOUBLE_ROUND, not "
                          f"{rounding_mode!r}")
-    low = _Lowering(graph, params, rounding_mode)
+    low = _Lowering(graph, params, rounding_mode, softmax)
     block = low.run()
     out = Graph.single_block(block, version=(1, 0, 0, False), profiles=["PRO-INT"],
                              source=graph.source)
