@@ -151,3 +151,38 @@ def test_mean_onto_a_grid_of_its_own_rounds_once(tmp_path):
         exact = (x.astype(np.float64) + 10).mean(axis=(2, 3)).reshape(-1) * 0.05 / 0.03 + 4
         assert np.abs(got - exact).max() <= 0.5 + 1e-6
     block.outputs = keep
+
+
+def test_int8_activation_written_as_32_bits_keeps_its_grid(tmp_path):
+    """nnef-tools takes the data input of TFLite's TRANSPOSE_CONV for a bias and writes
+    its (int8) quantization with bits = 32.  Where nothing else gives the quantizer that
+    convolution result's parameters, the entry's scale and zero point are its int8 grid."""
+    rng = np.random.default_rng(5)
+    text = """version 1.0;
+graph G( input ) -> ( y )
+{
+    input = external<scalar>(shape = [1, 2, 5, 5]);
+    w = variable<scalar>(shape = [3, 2, 3, 3], label = 'w');
+    b = variable<scalar>(shape = [1, 3], label = 'b');
+    c = conv(input, w, b, padding = []);
+    r = clamp(c, 0.0, 6.0);
+    w2 = variable<scalar>(shape = [2, 3, 1, 1], label = 'w2');
+    b2 = variable<scalar>(shape = [1, 2], label = 'b2');
+    y = conv(r, w2, b2, padding = []);
+}
+"""
+    quant = (_quant_entry("input", 0.03, 1) +
+             _quant_entry("w", [0.01, 0.02, 0.015], [0] * 3, symmetric=True) +
+             _quant_entry("b", [0.0003, 0.0006, 0.00045], [0] * 3, bits=32) +
+             _quant_entry("c", 0.04, -128, bits=32) + _quant_entry("r", 0.04, -128, bits=32) +
+             _quant_entry("w2", [0.02, 0.01], [0] * 2, symmetric=True) +
+             _quant_entry("b2", [0.0008, 0.0004], [0] * 2, bits=32) +
+             _quant_entry("y", 0.05, 3))
+    raw = {"w": dat.write_qint(rng.integers(-127, 128, (3, 2, 3, 3)).astype(np.int8), 8, True),
+           "b": dat.write_qint(rng.integers(-99, 99, (1, 3)).astype(np.int32), 32, True),
+           "w2": dat.write_qint(rng.integers(-127, 128, (2, 3, 1, 1)).astype(np.int8), 8, True),
+           "b2": dat.write_qint(rng.integers(-99, 99, (1, 2)).astype(np.int32), 32, True)}
+    model = load_nnef_model(write_model(tmp_path / "m", text, quant=quant, raw=raw))
+    qp = model.quantized.qparams[model.tensor_of["r"]]
+    assert qp.scalar_scale == np.float32(0.04) and qp.zp == -128
+    assert any("32-bit entry on the int8 result of CONV2D" in n for n in model.notes)
