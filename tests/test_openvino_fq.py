@@ -376,3 +376,55 @@ def test_softmax_between_matmuls_is_tflites_int8_softmax(tmp_path):
     block.outputs = keep
     with pytest.raises(Unsupported, match="REDUCE_MAX"):
         load_openvino_model(build(tmp_path / "other", 1.0))
+
+
+def test_16x8_model_from_openvinos_tflite_frontend(tmp_path):
+    """TFLite's 16x8 quantization as OpenVINO's TFLite frontend writes it: an i16 input
+    dequantized by FakeQuantize(levels=65536), int8 weights, 16-bit FakeQuantizes, a
+    quantizing FakeQuantize and Convert to i16 at the output.  The integer graph keeps
+    int16 activations (int16 codes in and out, zero point 0), convolutions accumulate in
+    int48 and requantize with a 16-bit multiplier; each output is within 1.5 LSB of the
+    exact real arithmetic on the same codes: half an LSB of rounding, plus the 15-bit
+    multiplier's relative error (up to 2**-15, one LSB at full scale; measured 1.2)."""
+    from ov_ir_helpers import IrBuilder, conv_attrs
+
+    rng = np.random.default_rng(16)
+    b = IrBuilder()
+
+    def fq(v, ranges, shape, name):
+        return b.one("FakeQuantize", [v] + [b.const(np.float32(t)) for t in ranges], shape,
+                     name=name, levels=65536)
+
+    s_in, s_out = 1 / 4096, 1 / 1024
+    x = b.parameter("x", [1, 3, 6, 6], et="i16")
+    xf = b.one("Convert", [x], [1, 3, 6, 6], name="to_f32", destination_type="f32")
+    h = fq(xf, (-32768, 32767, -32768 * s_in, 32767 * s_in), [1, 3, 6, 6], "deq")
+    wcodes = rng.integers(-127, 128, (4, 3, 3, 3)).astype(np.int8)
+    wscale = np.float32(0.01)
+    wf = b.one("Convert", [b.const(wcodes)], [4, 3, 3, 3], name="w_f32", destination_type="f32")
+    wf = b.one("Multiply", [wf, b.const(np.full((4, 1, 1, 1), wscale, np.float32))],
+               [4, 3, 3, 3], name="w")
+    w = wcodes.astype(np.float64) * float(wscale)
+    y = b.one("Convolution", [h, wf], [1, 4, 6, 6], name="conv", **conv_attrs(pad=1))
+    bias = (rng.standard_normal((1, 4, 1, 1)) * 0.1).astype(np.float32)
+    y = b.one("Add", [y, b.const(bias)], [1, 4, 6, 6], name="bias")
+    q = fq(y, (-32768 * s_out, 32767 * s_out, -32768, 32767), [1, 4, 6, 6], "quant")
+    b.result(b.one("Convert", [q], [1, 4, 6, 6], name="out", et="i16", destination_type="i16"))
+    model = load_openvino_model(b.write(tmp_path), layout="nhwc")
+    block = model.graph.main
+    (inp,), (out,) = block.inputs, block.outputs
+    assert block.tensors[inp].dtype == block.tensors[out].dtype == "int16"
+    assert model.code_inputs == {inp: "i16"}
+    convs = [op for op in block.operators if op.op == "CONV2D"]
+    assert [block.tensors[op.outputs[0]].dtype for op in convs] == ["int48"]
+    for _ in range(3):
+        codes = rng.integers(-32768, 32768, (1, 6, 6, 3)).astype(np.int16)
+        got = np.asarray(run_graph(model.graph, {inp: codes})[out]).astype(np.int64)
+        xr = np.pad(codes.astype(np.float64) * s_in, ((0, 0), (1, 1), (1, 1), (0, 0)))
+        want = np.zeros((1, 6, 6, 4))
+        for i in range(6):
+            for j in range(6):
+                want[0, i, j] = np.einsum("hwc,ohwc->o", xr[0, i:i + 3, j:j + 3],
+                                          w.transpose(0, 2, 3, 1))
+        want = np.clip((want + bias.reshape(4)) / s_out, -32768, 32767)
+        assert np.abs(got.reshape(want.shape) - want).max() <= 1.5

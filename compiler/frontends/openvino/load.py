@@ -90,7 +90,7 @@ class OpenVinoModel:
     boundary
         Graph input/output name -> permutation with ``tosa == openvino.transpose(perm)``.
     code_inputs
-        Graph inputs that OpenVINO takes as integer codes ("i8"/"u8"), by name.
+        Graph inputs that OpenVINO takes as integer codes ("i8"/"u8"/"i16"), by name.
     output_names
         Graph output name -> (OpenVINO Result layer name, OpenVINO tensor names).
     notes
@@ -299,6 +299,9 @@ def _requantize_outputs(qm, given: dict[str, QParams], rounding_mode: str) -> li
             op.outputs = [inner if n == name else n for n in op.outputs]
         mult, shift = quantize_multiplier(have.scalar_scale / want.scalar_scale)
         consts = []
+        if have.dtype != want.dtype or want.dtype != "int8":
+            raise Unsupported(f"output {name}: {have.describe()} is not on the grid of its "
+                              f"FakeQuantize ({want.describe()})")
         for base, data, dtype in (("multiplier", mult, "int32"), ("shift", shift, "int8"),
                                   ("input_zp", [have.zp], "int8"),
                                   ("output_zp", [want.zp], "int8")):

@@ -36,13 +36,14 @@ HANDLERS, handles = handler_registry()
 # ---------------------------------------------------------------------------------------
 @handles("Parameter")
 def _parameter(c: Converter, layer: Layer, ins):
-    """A graph input.  f32/f16 inputs are fp32 tensors; i8/u8 inputs (OpenVINO's
-    converters keep a quantized model's integer input) are fp32 tensors of the *real*
-    values their dequantizing FakeQuantize gives, marked as codes until then."""
+    """A graph input.  f32/f16 inputs are fp32 tensors; i8/u8/i16 inputs (OpenVINO's
+    converters keep a quantized model's integer input, i16 for TFLite's 16x8 models) are
+    fp32 tensors of the *real* values their dequantizing FakeQuantize gives, marked as
+    codes until then."""
     et = element_type(layer)
     shape = parse_shape(layer)
-    if et not in ("f32", "f16", "i8", "u8"):
-        raise c.unsupported(f"graph input of element type '{et}' (only f32, f16, i8, u8)")
+    if et not in ("f32", "f16", "i8", "u8", "i16"):
+        raise c.unsupported(f"graph input of element type '{et}' (only f32, f16, i8, u8, i16)")
     if et == "f16":
         c.notes.append(f"{layer.where}: f16 input held as fp32")
     c.check_shape(shape)
@@ -53,7 +54,7 @@ def _parameter(c: Converter, layer: Layer, ins):
     c.tensor(name, [shape[p] for p in perm], "fp32")
     c.block.inputs.append(name)
     c.boundary[name] = tuple(perm)
-    codes = et if et in ("i8", "u8") else None
+    codes = et if et in ("i8", "u8", "i16") else None
     if codes:
         c.code_inputs[name] = et
     return [Val(shape, "fp32", name, perm, codes=codes)]
@@ -557,7 +558,7 @@ def _fake_quantize(c: Converter, layer: Layer, ins):
 def _convert(c: Converter, layer: Layer, ins):
     x = ins[0]
     dst = attr_str(layer, "destination_type").lower()
-    if x.codes and dst in ("f32", "f16", "i8", "u8", "i32"):
+    if x.codes and dst in ("f32", "f16", "i8", "u8", "i16", "i32"):
         # Integer codes changing type only: the value (held as the real it stands for)
         # does not change.
         return [x]
