@@ -21,6 +21,13 @@ Lowerings (TOSA 1.0 forms: zero points, multipliers and shifts are constant inpu
 * TANH, SIGMOID: an int8 TABLE of the function at every input code, rounded half away from
   zero to the output parameters (what OpenVINO's FakeQuantize around the float function and
   TFLite's int8 LUT kernels compute).
+* A softmax group whose result has TFLite's softmax parameters: TFLite's int8 softmax
+  (``softmax``: the emitter a frontend passes; compiler/graph/quantize/softmax.py).
+* 16x8 (given int16 parameters, zero point 0, e.g. OpenVINO's levels=65536 FakeQuantize):
+  convolutions take int16 activations and int8 weights into an int48 accumulator with an
+  int48 bias, then RESCALE with a 16-bit multiplier (TOSA has no scale32 from int48) to
+  int16; CLAMP and layout operators pass int16 through; any other operator on int16 is
+  refused.
 """
 from __future__ import annotations
 
@@ -76,6 +83,11 @@ class QuantizedModel:
 
     def dequantize(self, name: str, codes: np.ndarray) -> np.ndarray:
         return self.qparams[name].dequantize(codes)
+
+
+# Operators whose lowering takes int16 activations as well as int8 (16x8 models).
+_INT16_OPS = frozenset(CONVS + ("CLAMP", "RESHAPE", "TRANSPOSE", "IDENTITY", "SLICE",
+                                "MAX_POOL2D"))
 
 
 def _multiplier16(mult, shift, where: str):
@@ -233,6 +245,11 @@ class _Lowering:
             if handler is None:
                 raise Unsupported(f"quantizer: {op.op} ({op.location or op.outputs[0]}) has no "
                                   f"integer lowering")
+            if op.op not in _INT16_OPS and any(
+                    n in self.q and self.q[n].dtype != "int8" for n in op.inputs):
+                raise Unsupported(f"quantizer: {op.op} ({op.location or op.outputs[0]}) on "
+                                  f"16-bit activations (only convolutions, CLAMP and layout "
+                                  f"operators take them)")
             handler(op)
         for name in self.src.outputs:
             self.qp(name)
