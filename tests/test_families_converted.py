@@ -17,8 +17,8 @@ reference interpreter bit for bit on every sample, or is refused in one line
   (max LSB, ours / OpenVINO CPU): residual 1 / 28, mobilenetv2 0 / 232, attention
   1 / 219, int16x8 1 / 12080 (int16 codes), spatial 1 / 18.
   OpenVINO CPU does not compute TFLite's integer kernels (float between FakeQuantizes,
-  its own softmax and pooling arithmetic): its codes are a few LSB off inside the network,
-  and a layer with a coarse output grid amplifies that.  On mobilenetv2 the logits (scale
+  its own softmax and pooling arithmetic): a code here and there differs from TFLite's,
+  and the layers after it can amplify that.  On mobilenetv2 the logits (scale
   2.37) of the two leading classes are each one code from TFLite's, swapping them, which
   moves the softmax output by 232 codes.  Ours is near TFLite because the integer graph rounds where TFLite does (the
   softmaxes, whose results the IR quantizes as TFLite does, are TFLite's int8 kernel),
