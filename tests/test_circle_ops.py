@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from compiler.frontends.circle.build import TosaBuilder
+from compiler.frontends.common.tosa_builder import TosaBuilder
 from compiler.frontends.circle.quant import quantize_multiplier
 from sim.reference import run_graph
 from tosa_ir import Graph

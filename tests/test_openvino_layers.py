@@ -464,3 +464,36 @@ def test_convolution_backprop_data(tmp_path, stride, pb, pe, extra):
     want = full[:, :, pb[0]:pb[0] + oh, pb[1]:pb[1] + ow]
     got = evaluate(graph, {"x": xv}, keep=False)[graph.main.outputs[0]]
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("auto_pad,out_hw", [("same_lower", (8, 10)), ("same_upper", (8, 10)),
+                                             ("explicit", (9, 9))])
+def test_convolution_backprop_data_with_output_shape(tmp_path, auto_pad, out_hw):
+    """The output_shape input (OpenVINO's TFLite frontend writes TRANSPOSE_CONV so):
+    pads_begin/pads_end are ignored, ``total = s * (H - 1) + K - output_shape`` is split
+    with the larger half at the end (at the beginning for same_upper); against the direct
+    sum of the definition, cropped so."""
+    rng = np.random.default_rng(len(auto_pad))
+    n, ci, h, w_, co, kh, kw, stride = 1, 3, 4, 5, 2, 3, 3, (2, 2)
+    b = IrBuilder()
+    x = b.parameter("x", [n, ci, h, w_])
+    wv = rng.normal(size=(ci, co, kh, kw)).astype(np.float32)
+    shape = b.const(np.asarray(out_hw, np.int64))
+    y = b.one("ConvolutionBackpropData", [x, b.const(wv), shape], [n, co, *out_hw],
+              name="deconv", strides="2,2", pads_begin="5,5", pads_end="5,5",
+              output_padding="0,0", dilations="1,1", auto_pad=auto_pad)
+    b.result(y)
+    graph = load_openvino_model(b.write(tmp_path)).graph
+    xv = rng.normal(size=(n, ci, h, w_)).astype(np.float32)
+    full = np.zeros((n, co, (h - 1) * stride[0] + kh, (w_ - 1) * stride[1] + kw))
+    for iy in range(h):
+        for ix in range(w_):
+            full[:, :, iy * stride[0]:iy * stride[0] + kh, ix * stride[1]:ix * stride[1] + kw] += \
+                np.einsum("nc,cokl->nokl", xv[:, :, iy, ix], wv)
+    begin = []
+    for axis, size in enumerate(out_hw):
+        total = full.shape[2 + axis] - size
+        begin.append(total - total // 2 if auto_pad == "same_upper" else total // 2)
+    want = full[:, :, begin[0]:begin[0] + out_hw[0], begin[1]:begin[1] + out_hw[1]]
+    got = evaluate(graph, {"x": xv}, keep=False)[graph.main.outputs[0]]
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)

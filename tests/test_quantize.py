@@ -238,3 +238,39 @@ graph D( input ) -> ( output )
     np.testing.assert_array_equal(official["output"], ours)
     ref = evaluate(qm.float_graph, calibration[0], keep=False)["output"]
     assert snr_db(ref, qm.dequantize("output", ours)) > 30
+
+
+def test_int16_activations_reach_only_the_operators_that_take_them():
+    """Given int16 parameters (16x8), a convolution accumulates in int48 and a CLAMP stays
+    int16; an ADD of int16 activations (no 16-bit lowering here) is refused in one line."""
+    from compiler.graph.quantize import QParams, quantize_graph
+    from tosa_ir import Block, Graph, Operator, Tensor
+    from tosa_ir.errors import Unsupported
+
+    def graph(with_add: bool) -> Graph:
+        b = Block("main")
+        b.add_tensor(Tensor("x", (1, 4, 4, 2), "fp32"))
+        b.add_tensor(Tensor("w", (3, 1, 1, 2), "fp32", np.full((3, 1, 1, 2), 0.5, np.float32)))
+        b.add_tensor(Tensor("b", (3,), "fp32", np.zeros(3, np.float32)))
+        b.add_tensor(Tensor("zp", (1,), "fp32", np.zeros(1, np.float32)))
+        for n in ("y", "r", "s"):
+            b.add_tensor(Tensor(n, (1, 4, 4, 3), "fp32"))
+        b.inputs = ["x"]
+        b.operators = [
+            Operator("CONV2D", ["x", "w", "b", "zp", "zp"], ["y"],
+                     {"pad": [0, 0, 0, 0], "stride": [1, 1], "dilation": [1, 1],
+                      "local_bound": False, "acc_type": "FP32"}),
+            Operator("CLAMP", ["y"], ["r"], {"min_val": 0.0, "max_val": 6.0,
+                                             "nan_mode": "PROPAGATE"})]
+        if with_add:
+            b.operators.append(Operator("ADD", ["r", "r"], ["s"], {}))
+        b.outputs = ["s" if with_add else "r"]
+        return Graph.single_block(b, version=(1, 0, 0, False), profiles=["PRO-FP"])
+
+    given = {n: QParams(np.float64(1 / 1024), np.int64(0), "int16") for n in ("x", "r", "s")}
+    block = quantize_graph(graph(False), given=given).graph.main
+    assert [block.tensors[n].dtype for n in ("x", "r")] == ["int16", "int16"]
+    conv = next(op for op in block.operators if op.op == "CONV2D")
+    assert block.tensors[conv.outputs[0]].dtype == "int48"
+    with pytest.raises(Unsupported, match="16-bit activations"):
+        quantize_graph(graph(True), given=given)

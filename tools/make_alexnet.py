@@ -44,7 +44,7 @@ if str(ROOT) not in sys.path:
 
 from compiler.frontends.nnef.load import load_nnef_model  # noqa: E402
 from compiler.frontends.nnef.dat import write_float  # noqa: E402
-from compiler.frontends.circle.softmax_tail import append_integer_softmax  # noqa: E402
+from compiler.frontends.common.softmax_tail import append_integer_softmax  # noqa: E402
 from compiler.graph.quantize import format_table, layer_errors, quantize_graph  # noqa: E402
 
 GRAPH_FILE = ROOT / "models" / "alexnet" / "graph.nnef"

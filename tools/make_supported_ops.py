@@ -80,13 +80,22 @@ _BUILTINS = frozenset(dir(builtins))   # abs(), max(): Python's, not TOSA's ABS,
 
 def _function_index(prefix: str) -> dict[str, list[ast.AST]]:
     """Every function and method defined in the frontend's own modules
-    (compiler/frontends/<prefix>/*.py and the shared common/graph_builder.py, common/windows.py), by name:
+    (compiler/frontends/<prefix>/*.py and the shared common/graph_builder.py, common/windows.py;
+    for the Circle frontend also the builder and int8 softmax it moved to common/), by name:
     a handler's helpers (``_conv_like``, ``b.rescale``) are followed through it."""
     if prefix not in _INDEX:
         index: dict[str, list[ast.AST]] = {}
         folder = ROOT / "compiler" / "frontends"
-        paths = sorted((folder / prefix).rglob("*.py")) + [folder / "common" / "graph_builder.py",
-                                                            folder / "common" / "windows.py"]
+        own = sorted((folder / prefix).rglob("*.py"))
+        if prefix == "circle":
+            # Only the Circle lowering uses these (indexed for the others, their method
+            # names, ``binary``, ``rescale``, would shadow the NNEF/OpenVINO builder's).
+            # They keep the place their old names build.py / ops_softmax.py had: the first
+            # definition of a name is the one followed.
+            old_name = {"tosa_builder.py": "build.py", "int_softmax.py": "ops_softmax.py"}
+            own = sorted(own + [folder / "common" / n for n in old_name],
+                         key=lambda p: old_name.get(p.name, p.name))
+        paths = own + [folder / "common" / "graph_builder.py", folder / "common" / "windows.py"]
         for path in paths:
             if not path.is_file():
                 continue

@@ -123,7 +123,7 @@ def build(net: NnefText, model: str, out: Path, *, calib: int, test: int, seed: 
     progress lines (each step and its time).
     """
     from compiler.frontends.nnef.load import load_nnef_model
-    from compiler.frontends.circle.softmax_tail import append_integer_softmax
+    from compiler.frontends.common.softmax_tail import append_integer_softmax
     from compiler.graph.quantize import format_table, layer_errors, quantize_graph
     from sim.reference import run_graph
     from tosa_ir.tosa_fb import write_tosa

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from compiler.frontends.circle.build import IDENTITY_SCALE, TosaBuilder
+from compiler.frontends.common.tosa_builder import IDENTITY_SCALE, TosaBuilder
 from compiler.frontends.circle.model import COperator, CSubgraph, CTensor, QuantParams
 from compiler.frontends.circle.quant import QRANGE, tosa_shift
 from tosa_ir import Block

@@ -16,7 +16,7 @@ import numpy as np
 
 from compiler.frontends.circle.lower import Lowerer
 from compiler.frontends.circle.model import activation_name
-from compiler.frontends.circle.ops_softmax import softmax
+from compiler.frontends.common.int_softmax import softmax
 from compiler.frontends.circle.quant import (activation_range, lut_8bit, quantize_multiplier,
                                              relu_x_range)
 

@@ -12,7 +12,10 @@ the spec (:mod:`.nnef_dat`); operations map to TOSA (:mod:`.nnef_convert`,
 * With graph.quant the result is the int8 TOSA 1.0 graph directly: the parameters of
   graph.quant are used as given (activations per tensor, weights per output channel),
   the rest is :mod:`compiler.graph.quantize`'s lowering.  A float-only output tail (softmax) is
-  left out and the graph ends at the logits.
+  left out and the graph ends at the logits, unless graph.quant gives the output TFLite's
+  softmax parameters (int8, scale 1/256, zero point -128, as nnef-tools writes a converted
+  TFLite classifier): then the graph ends with TFLite's int8 softmax
+  (compiler/frontends/common/softmax_tail.py).
 
 Every problem is :class:`InvalidInput` (malformed files, with file and line where the
 parser gives them) or :class:`Unsupported` (valid NNEF without a TOSA mapping here).
@@ -25,12 +28,18 @@ import zlib
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
+import numpy as np
+
+from compiler.frontends.common.quant_grid import requantizing_pools
+from compiler.frontends.common.softmax_tail import emit_integer_softmax
 from compiler.frontends.nnef.container import GRAPH_FILE, TAR_SUFFIXES, open_container
 from compiler.frontends.nnef.convert import Converter
 from compiler.frontends.nnef.ops import HANDLERS
 from compiler.frontends.nnef.parse import parse_model
 from compiler.frontends.nnef.quant import activation_qparams, affine_form, weight_qparams
+from compiler.graph.quantize.qparams import QParams
 from tosa_ir import Graph
+from tosa_ir.errors import Unsupported
 
 __all__ = ["load_nnef", "load_nnef_model", "looks_like_nnef", "NnefModel"]
 
@@ -110,7 +119,9 @@ def load_nnef_model(path: str | os.PathLike, quantize: bool = True,
 
         given, notes = _given_params(parsed, conv, float_graph)
         model.notes += notes
-        qm = quantize_graph(float_graph, given=given, rounding_mode=rounding_mode)
+        model.notes += requantizing_pools(float_graph, given)
+        qm = quantize_graph(float_graph, given=given, rounding_mode=rounding_mode,
+                            softmax_layer=emit_integer_softmax)
         model.quantized = qm
         model.graph = qm.graph
         model.notes += qm.notes
@@ -123,10 +134,13 @@ def _given_params(parsed, conv: Converter, graph: Graph) -> tuple[dict, list[str
     An activation entry wider than 8 bits (nnef-tools writes the int32 intermediate of a
     TFLite average pool or sum as a 32-bit quantization) is not an int8 activation of the
     NPU: it is left to the quantizer, whose lowering of that operator gives its int8 result
-    the parameters it needs (an average pool keeps its input's), and noted."""
+    the parameters it needs (an average pool keeps its input's), and noted.  Where the
+    quantizer has no such parameters (a convolution's result: nnef-tools takes the third
+    input of TFLite's TRANSPOSE_CONV, its data, for a bias and writes its int8 activation
+    as 32 bits), the entry's scale and zero point are the int8 grid (:func:`_wide_fallback`)."""
     tensors = parsed.graph.tensors
     quant_file = parsed.container.quant_name or "graph.quant"
-    given, notes = {}, []
+    given, notes, wide = {}, [], {}
     block = graph.main
     consumers = block.consumers()
     for tosa_name, (var, role) in conv.param_of.items():
@@ -149,8 +163,49 @@ def _given_params(parsed, conv: Converter, graph: Graph) -> tuple[dict, list[str
             continue
         where = f"{quant_file}: '{nnef_name}'"
         if affine_form(entry, where)[2] > 8:
-            notes.append(f"{where}: {affine_form(entry, where)[2]}-bit quantization not used "
-                         f"(int8 parameters from the quantizer's lowering)")
+            wide[tosa_name] = (entry, where)
             continue
         given[tosa_name] = activation_qparams(entry, where)
+    notes += _wide_fallback(block, given, wide)
     return given, notes
+
+
+# Operators whose int8 result the quantizer requantizes, so it needs given parameters.
+_REQUANTIZING = ("CONV2D", "DEPTHWISE_CONV2D", "TRANSPOSE_CONV2D", "MATMUL", "ADD", "SUB",
+                 "CONCAT")
+
+
+def _wide_fallback(block, given: dict, wide: dict) -> list[str]:
+    """Wider-than-8-bit entries: unused, except on the result of a requantizing operator
+    (or the CLAMP after it) that no other entry covers, where the entry's scale and zero
+    point become the int8 parameters (an int8 activation mislabelled 32-bit)."""
+    from compiler.graph.quantize.lower import ParamSource
+
+    source = ParamSource(block, given, None)
+    consumers = block.consumers()
+    notes = []
+    for op in block.operators:
+        if op.op not in _REQUANTIZING:
+            continue
+        out = op.outputs[0]
+        users = consumers.get(out, [])
+        names = [out] + ([users[0].outputs[0]] if len(users) == 1 and users[0].op == "CLAMP"
+                         else [])
+        try:
+            source(out)
+            continue
+        except Unsupported:
+            pass
+        name = next((n for n in reversed(names) if n in wide), None)
+        if name is None:
+            continue
+        entry, where = wide.pop(name)
+        scale, zp, bits, signed = affine_form(entry, where)
+        if scale.size != 1 or zp.size != 1 or not signed or not -128 <= int(zp[0]) <= 127:
+            continue
+        given[name] = QParams(np.float64(scale[0]), np.int64(zp[0]))
+        notes.append(f"{where}: a {bits}-bit entry on the int8 result of {op.op}: its scale "
+                     f"and zero point used as the int8 grid")
+    notes += [f"{where}: {affine_form(entry, where)[2]}-bit quantization not used (int8 "
+              f"parameters from the quantizer's lowering)" for entry, where in wide.values()]
+    return notes

@@ -65,7 +65,13 @@ def _variable(c: Converter, op) -> None:
 
 
 def _param_axis(c: Converter, name: str, shape, entry) -> int:
-    """Axis a per-channel graph.quant entry of a variable runs along (filters: 0)."""
+    """Axis a per-channel graph.quant entry of a variable runs along.
+
+    Filters in NNEF's layout: 0 (then 1, a bias [1, C]).  Otherwise the one axis of that
+    size: nnef-tools writes TFLite's variables in TFLite's layout with TFLite's quantized
+    dimension, e.g. a depthwise filter [1, kh, kw, C] per channel along axis 3, and
+    transposes it to [C, 1, kh, kw] in the graph (the transpose's own entry is axis 0).
+    """
     n = max(np.size(entry.get("scale", 1)), np.size(entry.get("zero_point", 0)),
             np.size(entry.get("min", 0)), np.size(entry.get("max", 0)))
     if n <= 1:
@@ -73,6 +79,9 @@ def _param_axis(c: Converter, name: str, shape, entry) -> int:
     for axis in (0, 1):
         if len(shape) > axis and shape[axis] == n:
             return axis
+    others = [axis for axis in range(2, len(shape)) if shape[axis] == n]
+    if len(others) == 1:
+        return others[0]
     raise InvalidInput(f"{c.model.files[name]}: {n} per-channel quantization parameters do "
                        f"not match shape {list(shape)}")
 

@@ -63,7 +63,7 @@ class Val(graph_builder.Val):
 
     ``shape`` is the OpenVINO shape.  ``data`` (OpenVINO order) is set for constants,
     with ``quant`` when the constant came from integer codes (quantized weights).
-    ``codes`` ("i8"/"u8") marks a value that OpenVINO holds as integer codes (an integer
+    ``codes`` ("i8"/"u8"/"i16") marks a value that OpenVINO holds as integer codes (an integer
     graph input before its dequantizing FakeQuantize, a graph output after its quantizing
     one): the TOSA tensor holds the real value it stands for.
     """
@@ -102,7 +102,7 @@ class Converter(LayoutBuilder):
         self.output_info: dict[str, tuple[str, str]] = {}
         # Graph inputs and outputs: TOSA name -> perm with tosa == openvino.transpose(perm).
         self.boundary: dict[str, tuple[int, ...]] = {}
-        # Graph inputs OpenVINO takes as integer codes: TOSA name -> "i8" / "u8".
+        # Graph inputs OpenVINO takes as integer codes: TOSA name -> "i8" / "u8" / "i16".
         self.code_inputs: dict[str, str] = {}
 
     # -- messages -------------------------------------------------------------------

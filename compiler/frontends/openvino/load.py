@@ -28,6 +28,10 @@
   Convert i8`` quantizing): the int8 graph takes and gives the same int8 codes (the float
   graph the real values they stand for; uint8 codes become int8 codes ``q - 128``).
   RESCALEs round once (SINGLE_ROUND), as OpenVINO's FakeQuantize arithmetic does.
+  A final SoftMax whose result the IR quantizes with TFLite's softmax parameters (scale
+  1/256, zero point -128: a converted TFLite classifier) is TFLite's int8 softmax
+  (compiler/frontends/common/softmax_tail.py); another final SoftMax is left out and the
+  graph ends at the logits.
 
 Every problem is :class:`InvalidInput` (malformed files) or :class:`Unsupported` (valid IR
 without a mapping here), naming the file and the layer (id, name, type).
@@ -40,6 +44,8 @@ from pathlib import Path
 
 import numpy as np
 
+from compiler.frontends.common.quant_grid import fresh_name, requantizing_pools, same_grid
+from compiler.frontends.common.softmax_tail import emit_integer_softmax
 from compiler.frontends.openvino.bin import WeightsFile
 from compiler.frontends.openvino.convert import Converter
 from compiler.frontends.openvino.fold import FOLDERS
@@ -84,7 +90,7 @@ class OpenVinoModel:
     boundary
         Graph input/output name -> permutation with ``tosa == openvino.transpose(perm)``.
     code_inputs
-        Graph inputs that OpenVINO takes as integer codes ("i8"/"u8"), by name.
+        Graph inputs that OpenVINO takes as integer codes ("i8"/"u8"/"i16"), by name.
     output_names
         Graph output name -> (OpenVINO Result layer name, OpenVINO tensor names).
     notes
@@ -160,7 +166,7 @@ def load_openvino_model(path: str | os.PathLike, *, layout: str = "ir",
         return model
     given = dict(conv.given)
     _propagate(float_graph, given)
-    model.notes += _requantizing_pools(float_graph, given)
+    model.notes += requantizing_pools(float_graph, given)
     add_const_ops(float_graph.main)
     weight_given = dict(conv.weight_given)
     model.notes += _scaled_weights(float_graph, weight_given)
@@ -186,49 +192,8 @@ def _propagate(graph: Graph, given: dict[str, QParams]) -> None:
             given[out] = given[op.inputs[0]]
         elif op.op == "CONCAT" and all(n in given for n in op.inputs):
             first = given[op.inputs[0]]
-            if all(_same(given[n], first) for n in op.inputs[1:]):
+            if all(same_grid(given[n], first) for n in op.inputs[1:]):
                 given[out] = first
-
-
-def _requantizing_pools(graph: Graph, given: dict[str, QParams]) -> list[str]:
-    """Unpadded AVG_POOL2D whose FakeQuantize grid differs from its input's -> depthwise.
-
-    The quantizer keeps an int8 AVG_POOL2D on its input's grid (TOSA's integer average
-    pooling cannot change the scale), where OpenVINO rounds the float average once onto
-    the FakeQuantize grid after it (e.g. a global average pool before the classifier,
-    whose output range is narrower).  Without padding the average is a depthwise
-    convolution with the constant kernel ``1 / (kh * kw)`` (exact in int8: code 127,
-    scale ``1 / (127 kh kw)``), which the quantizer requantizes once, onto the given grid.
-    """
-    notes = []
-    block = graph.main
-    for index, op in enumerate(block.operators):
-        if op.op != "AVG_POOL2D" or any(op.attrs.get("pad", [0])):
-            continue
-        src, out = op.inputs[0], op.outputs[0]
-        if out not in given or (src in given and _same(given[src], given[out])):
-            continue
-        kh, kw = op.attrs["kernel"]
-        channels = block.tensors[src].shape[-1]
-        weight = np.full((kh, kw, channels, 1), 1.0 / (kh * kw), np.float32)
-        wname, bname = _fresh(block, out + "_avg_weight"), _fresh(block, out + "_avg_bias")
-        block.add_tensor(Tensor(wname, weight.shape, "fp32", weight))
-        block.add_tensor(Tensor(bname, (channels,), "fp32", np.zeros(channels, np.float32)))
-        block.operators[index] = Operator(
-            "DEPTHWISE_CONV2D", [src, wname, bname, op.inputs[1], op.inputs[2]], [out],
-            {"pad": [0, 0, 0, 0], "stride": list(op.attrs["stride"]), "dilation": [1, 1],
-             "local_bound": False, "acc_type": "FP32"}, op.location)
-        notes.append(f"{op.location}: average pooling as a depthwise convolution so that it "
-                     f"rounds once onto the FakeQuantize grid of its result")
-    return notes
-
-
-def _fresh(block, base: str) -> str:
-    name, i = base, 1
-    while name in block.tensors:
-        name = f"{base}_{i}"
-        i += 1
-    return name
 
 
 def _scaled_weights(graph: Graph, weight_given: dict[str, QParams]) -> list[str]:
@@ -252,10 +217,6 @@ def _scaled_weights(graph: Graph, weight_given: dict[str, QParams]) -> list[str]
             notes.append(f"{op.location}: a constant multiplication after the convolution "
                          f"is folded into its weights: they are requantized per channel")
     return notes
-
-
-def _same(a: QParams, b: QParams) -> bool:
-    return a.zp == b.zp and bool(np.isclose(a.scalar_scale, b.scalar_scale, rtol=1e-6))
 
 
 def _synthetic_calibration(graph: Graph, given: dict[str, QParams]) -> list[dict]:
@@ -283,7 +244,8 @@ def _quantize(model: OpenVinoModel, float_graph: Graph, given, weight_given, cal
     from compiler.graph.quantize import quantize_graph
 
     params = {**given, **weight_given}
-    options = dict(given=params, rounding_mode=rounding_mode, stop_at_logits=stop_at_logits)
+    options = dict(given=params, rounding_mode=rounding_mode, stop_at_logits=stop_at_logits,
+                   softmax_layer=emit_integer_softmax)
     try:
         qm = quantize_graph(float_graph, None, **options)
         used_cal = []
@@ -303,7 +265,7 @@ def _quantize(model: OpenVinoModel, float_graph: Graph, given, weight_given, cal
     model.notes += _requantize_outputs(qm, given, rounding_mode)
     for name, by in model.quantized_by.items():
         qp = qm.qparams.get(name)
-        if qp is None or qp.per_channel or not _same(qp, given[name]):
+        if qp is None or qp.per_channel or not same_grid(qp, given[name]):
             how = "is not in the integer graph" if qp is None else \
                 f"is on another grid ({qp.describe()})"
             model.notes.append(f"{float_graph.source}: {by}: the tensor it quantizes ({name}) "
@@ -327,9 +289,9 @@ def _requantize_outputs(qm, given: dict[str, QParams], rounding_mode: str) -> li
     block = qm.graph.main
     for name in list(block.outputs):
         want, have = given.get(name), qm.qparams.get(name)
-        if want is None or have is None or have.per_channel or _same(want, have):
+        if want is None or have is None or have.per_channel or same_grid(want, have):
             continue
-        inner = _fresh(block, name + "_grid")
+        inner = fresh_name(block, name + "_grid")
         tensor = block.tensors.pop(name)
         block.tensors[inner] = Tensor(inner, tensor.shape, tensor.dtype)
         for op in block.operators:
@@ -337,10 +299,13 @@ def _requantize_outputs(qm, given: dict[str, QParams], rounding_mode: str) -> li
             op.outputs = [inner if n == name else n for n in op.outputs]
         mult, shift = quantize_multiplier(have.scalar_scale / want.scalar_scale)
         consts = []
+        if have.dtype != want.dtype or want.dtype != "int8":
+            raise Unsupported(f"output {name}: {have.describe()} is not on the grid of its "
+                              f"FakeQuantize ({want.describe()})")
         for base, data, dtype in (("multiplier", mult, "int32"), ("shift", shift, "int8"),
                                   ("input_zp", [have.zp], "int8"),
                                   ("output_zp", [want.zp], "int8")):
-            cname = _fresh(block, f"{name}_{base}")
+            cname = fresh_name(block, f"{name}_{base}")
             block.add_tensor(Tensor(cname, (1,), dtype, np.asarray(data).reshape(1)
                                     .astype(numpy_dtype(dtype))))
             consts.append(cname)

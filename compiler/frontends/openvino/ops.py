@@ -36,13 +36,14 @@ HANDLERS, handles = handler_registry()
 # ---------------------------------------------------------------------------------------
 @handles("Parameter")
 def _parameter(c: Converter, layer: Layer, ins):
-    """A graph input.  f32/f16 inputs are fp32 tensors; i8/u8 inputs (OpenVINO's
-    converters keep a quantized model's integer input) are fp32 tensors of the *real*
-    values their dequantizing FakeQuantize gives, marked as codes until then."""
+    """A graph input.  f32/f16 inputs are fp32 tensors; i8/u8/i16 inputs (OpenVINO's
+    converters keep a quantized model's integer input, i16 for TFLite's 16x8 models) are
+    fp32 tensors of the *real* values their dequantizing FakeQuantize gives, marked as
+    codes until then."""
     et = element_type(layer)
     shape = parse_shape(layer)
-    if et not in ("f32", "f16", "i8", "u8"):
-        raise c.unsupported(f"graph input of element type '{et}' (only f32, f16, i8, u8)")
+    if et not in ("f32", "f16", "i8", "u8", "i16"):
+        raise c.unsupported(f"graph input of element type '{et}' (only f32, f16, i8, u8, i16)")
     if et == "f16":
         c.notes.append(f"{layer.where}: f16 input held as fp32")
     c.check_shape(shape)
@@ -53,7 +54,7 @@ def _parameter(c: Converter, layer: Layer, ins):
     c.tensor(name, [shape[p] for p in perm], "fp32")
     c.block.inputs.append(name)
     c.boundary[name] = tuple(perm)
-    codes = et if et in ("i8", "u8") else None
+    codes = et if et in ("i8", "u8", "i16") else None
     if codes:
         c.code_inputs[name] = et
     return [Val(shape, "fp32", name, perm, codes=codes)]
@@ -208,10 +209,14 @@ def _convolution_backprop_data(c: Converter, layer: Layer, ins):
     [C_in, C_out, KH, KW], not flipped), output size ``(H - 1) * s + KH - pb - pe +
     output_padding``; TOSA: ``out[i*s + out_pad_top + k] += x[i] * w[co, k, ci]``, so the
     weights become [C_out, KH, KW, C_in] and the pads ``out_pad = -pads`` (the end one plus
-    output_padding)."""
+    output_padding).  With the optional output_shape input (OpenVINO's TFLite and
+    TensorFlow frontends write TRANSPOSE_CONV that way) pads_begin/pads_end are ignored:
+    ``total = s * (H - 1) + KH - output_shape + output_padding`` is split with the larger
+    half at the end, at the beginning for auto_pad same_upper (the operator's spec)."""
+    output_shape = None
     if len(ins) > 2:
-        raise c.unsupported("the output_shape input (only pads_begin/pads_end/output_padding)")
-    x, w, weights = _conv_operands(c, layer, ins, 4)
+        output_shape = _output_shape(c, ins[2])
+    x, w, weights = _conv_operands(c, layer, ins[:2], 4)
     n, ch, h, wd = x.shape
     cin, oc, kh, kw = weights.shape
     if cin != ch:
@@ -223,11 +228,18 @@ def _convolution_backprop_data(c: Converter, layer: Layer, ins):
     if any(s <= 0 for s in strides):
         raise c.invalid(f"strides {strides} must be positive")
     auto = attr_str(layer, "auto_pad", "explicit").lower()
-    if auto not in ("explicit", "notset", "", "valid"):
-        raise c.unsupported(f"auto_pad '{auto}' on {layer.type}")
-    pb = [0, 0] if auto == "valid" else _spatial(c, layer, "pads_begin", [0, 0])
-    pe = [0, 0] if auto == "valid" else _spatial(c, layer, "pads_end", [0, 0])
     extra = _spatial(c, layer, "output_padding", [0, 0])
+    if output_shape is not None:
+        total = [strides[i] * ((h, wd)[i] - 1) + (kh, kw)[i] - output_shape[i] + extra[i]
+                 for i in range(2)]
+        small = [t // 2 for t in total]
+        big = [t - b for t, b in zip(total, small)]
+        pb, pe = (big, small) if auto == "same_upper" else (small, big)
+    elif auto not in ("explicit", "notset", "", "valid"):
+        raise c.unsupported(f"auto_pad '{auto}' on {layer.type} without output_shape")
+    else:
+        pb = [0, 0] if auto == "valid" else _spatial(c, layer, "pads_begin", [0, 0])
+        pe = [0, 0] if auto == "valid" else _spatial(c, layer, "pads_end", [0, 0])
     out_pad = [-pb[0], -pe[0] + extra[0], -pb[1], -pe[1] + extra[1]]
     if min(out_pad[:2]) <= -kh or min(out_pad[2:]) <= -kw:
         raise c.unsupported(f"padding {pb}/{pe} exceeds the {kh}x{kw} kernel")
@@ -243,6 +255,16 @@ def _convolution_backprop_data(c: Converter, layer: Layer, ins):
     zp = c.zero_point()
     attrs = {"out_pad": out_pad, "stride": list(strides), "local_bound": False, "acc_type": "FP32"}
     return [c.result("TRANSPOSE_CONV2D", [c.physical(x, NHWC), wname, bname, zp, zp], out_shape, NHWC, attrs)]
+
+
+def _output_shape(c: Converter, v: Val) -> list[int]:
+    """The spatial output size [H, W] a ConvolutionBackpropData's third input gives."""
+    if not v.is_const:
+        raise c.unsupported("a computed output_shape input (only a constant)")
+    size = [int(d) for d in np.asarray(v.data).reshape(-1)]
+    if len(size) != 2 or min(size) <= 0:
+        raise c.invalid(f"output_shape {size} (expected 2 positive spatial sizes)")
+    return size
 
 
 # ---------------------------------------------------------------------------------------
@@ -536,7 +558,7 @@ def _fake_quantize(c: Converter, layer: Layer, ins):
 def _convert(c: Converter, layer: Layer, ins):
     x = ins[0]
     dst = attr_str(layer, "destination_type").lower()
-    if x.codes and dst in ("f32", "f16", "i8", "u8", "i32"):
+    if x.codes and dst in ("f32", "f16", "i8", "u8", "i16", "i32"):
         # Integer codes changing type only: the value (held as the real it stands for)
         # does not change.
         return [x]

@@ -92,9 +92,10 @@ def activation_params(ranges, levels: int, where: str) -> tuple[QParams, list[st
         An empty range (high <= low), non-finite values.
     """
     notes = []
-    if levels != 256:
+    if levels not in LEVELS:
         raise Unsupported(f"{where}: FakeQuantize with levels={levels} on an activation (only "
-                          f"256, 8-bit, is supported)")
+                          f"256, 8-bit, and 65536, 16-bit, are supported)")
+    dtype = LEVELS[levels]
     vals = _scalars(ranges, where)
     il, ih, ol, oh = vals
     if ih <= il or oh <= ol:
@@ -106,16 +107,28 @@ def activation_params(ranges, levels: int, where: str) -> tuple[QParams, list[st
     scale = (oh - ol) / (levels - 1)
     zp_real = -ol / scale
     zp = int(np.floor(zp_real + 0.5))
-    if not 0 <= zp <= 255:
+    if not 0 <= zp <= levels - 1:
         raise Unsupported(f"{where}: FakeQuantize range [{ol}, {oh}] does not contain zero "
-                          f"(int8 needs zero on the grid)")
+                          f"({dtype} needs zero on the grid)")
     if abs(zp_real - zp) > 1e-3:
         notes.append(f"{where}: zero is not on the FakeQuantize grid (zero point {zp_real:.4f} "
-                     f"rounded to {zp}): the int8 grid is shifted by up to half a step")
-    return QParams(np.float64(scale), np.int64(zp - 128)), notes
+                     f"rounded to {zp}): the {dtype} grid is shifted by up to half a step")
+    return _typed(scale, zp - levels // 2, dtype, where), notes
 
 
-CODE_RANGES = {"i8": (-128.0, 127.0), "u8": (0.0, 255.0)}
+def _typed(scale: float, zp: int, dtype: str, where: str) -> QParams:
+    """Parameters on ``dtype``; int16 activations need zero point 0 (TOSA's 16x8 operators
+    and RESCALE to int16 take no other; TFLite's int16 quantization is symmetric)."""
+    if dtype == "int16" and zp != 0:
+        raise Unsupported(f"{where}: 16-bit FakeQuantize with zero point {zp} (int16 "
+                          f"activations need a symmetric range, zero point 0)")
+    return QParams(np.float64(scale), np.int64(zp), dtype)
+
+
+CODE_RANGES = {"i8": (-128.0, 127.0), "u8": (0.0, 255.0), "i16": (-32768.0, 32767.0)}
+# FakeQuantize levels of an activation -> the integer type of the tensor.
+LEVELS = {256: "int8", 65536: "int16"}
+CODE_LEVELS = {"i8": 256, "u8": 256, "i16": 65536}
 
 
 def _scalars(ranges, where: str) -> list[float]:
@@ -140,10 +153,12 @@ def _to_int8(scale: float, zp_codes: float, codes: str, where: str, notes: list[
     if codes == "u8":
         zp -= 128
         notes.append(f"{where}: uint8 codes: the integer graph uses int8 codes q - 128")
-    if not -128 <= zp <= 127:
-        raise Unsupported(f"{where}: FakeQuantize zero point {zp} outside int8 (the range "
+    dtype = "int16" if codes == "i16" else "int8"
+    lo, hi = (-32768, 32767) if codes == "i16" else (-128, 127)
+    if not lo <= zp <= hi:
+        raise Unsupported(f"{where}: FakeQuantize zero point {zp} outside {dtype} (the range "
                           f"does not contain zero)")
-    return QParams(np.float64(scale), np.int64(zp))
+    return _typed(scale, zp, dtype, where)
 
 
 def quantizing_codes(ranges, levels: int) -> str | None:
@@ -153,10 +168,10 @@ def quantizing_codes(ranges, levels: int) -> str | None:
         il, ih, ol, oh = (float(np.asarray(r, np.float64).reshape(-1)[0]) for r in ranges)
     except IndexError:
         return None
-    if levels != 256 or (il, ih) == (ol, oh):
+    if (il, ih) == (ol, oh):
         return None
     for codes, (lo, hi) in CODE_RANGES.items():
-        if (ol, oh) == (lo, hi):
+        if (ol, oh) == (lo, hi) and levels == CODE_LEVELS[codes]:
             return codes
     return None
 
@@ -166,10 +181,10 @@ def dequantizing_params(ranges, levels: int, codes: str, where: str
     """Parameters of an integer input from the FakeQuantize that dequantizes it
     (input range = the whole code range, output range = the real range)."""
     il, ih, ol, oh = _scalars(ranges, where)
-    if levels != 256 or (il, ih) != CODE_RANGES[codes]:
+    if levels != CODE_LEVELS[codes] or (il, ih) != CODE_RANGES[codes]:
         raise Unsupported(f"{where}: FakeQuantize of {codes} codes with input range "
                           f"[{il}, {ih}] and levels={levels} (expected the whole code range "
-                          f"{list(CODE_RANGES[codes])}, levels=256)")
+                          f"{list(CODE_RANGES[codes])}, levels={CODE_LEVELS[codes]})")
     if oh <= ol:
         raise InvalidInput(f"{where}: FakeQuantize output range is empty ({ol}, {oh})")
     scale = (oh - ol) / (levels - 1)

@@ -25,14 +25,15 @@ from compiler.graph.quantize.prepare import (
 )
 from compiler.graph.quantize.qparams import QParams, activation_qparams, quantize_multiplier
 from compiler.graph.quantize.report import LayerError, format_table, layer_errors
-from compiler.graph.quantize.softmax import is_softmax_tail
+from compiler.graph.quantize.softmax import is_softmax_tail, softmax_groups
 from tosa_ir import Graph
 
 
 def quantize_graph(graph: Graph, calibration: Iterable[dict[str, np.ndarray]] | None = None,
                    *, given: dict[str, QParams] | None = None, method: str = "minmax",
                    percentile: float = 99.99, rounding_mode: str = "DOUBLE_ROUND",
-                   stop_at_logits: bool = True, integer_softmax: Callable | None = None) -> QuantizedModel:
+                   stop_at_logits: bool = True, integer_softmax: Callable | None = None,
+                   softmax_layer: Callable | None = None) -> QuantizedModel:
     """Quantize a float TOSA graph to int8.
 
     Parameters
@@ -54,9 +55,15 @@ def quantize_graph(graph: Graph, calibration: Iterable[dict[str, np.ndarray]] | 
     integer_softmax
         None, or a function ``(graph, qparams, logits) -> name`` that appends an int8
         softmax: when the removed tail is a softmax over the logits' channels, the integer
-        graph ends with it instead (compiler/frontends/circle/softmax_tail.py's
+        graph ends with it instead (compiler/frontends/common/softmax_tail.py's
         ``append_integer_softmax``: TFLite's reference kernel, output scale 1/256, zero point
         -128; see compiler/graph/quantize/softmax.py).
+    softmax_layer
+        None, or a function ``(block, logits, scale, out_name, reserved) -> name`` that
+        emits TFLite's int8 softmax into the integer block
+        (compiler/frontends/common/softmax_tail.py's ``emit_integer_softmax``): every
+        softmax, inside the graph or at its end, whose result ``given`` quantizes with
+        TFLite's softmax parameters is lowered with it (``softmax_groups``).
 
     Raises
     ------
@@ -70,7 +77,9 @@ def quantize_graph(graph: Graph, calibration: Iterable[dict[str, np.ndarray]] | 
     prepared = copy_graph(graph)
     strip_const_ops(prepared.main)
     notes = fold_affine(prepared)
-    removed = cut_float_tail(prepared) if stop_at_logits else []
+    groups = softmax_groups(prepared.main, given or {}) if softmax_layer else []
+    lowered = frozenset(id(op) for g in groups for op in g.ops)
+    removed = cut_float_tail(prepared, lowered) if stop_at_logits else []
     if removed:
         notes.append(f"integer graph stops at the logits {', '.join(prepared.main.outputs)}: "
                      f"left out the float tail {', '.join(op.op for op in removed)}")
@@ -78,7 +87,9 @@ def quantize_graph(graph: Graph, calibration: Iterable[dict[str, np.ndarray]] | 
     if calibration is not None:
         ranges = calibrate(prepared, calibration, method, percentile)
     int_graph, qparams = lower(prepared, ParamSource(prepared.main, given, ranges),
-                               rounding_mode)
+                               rounding_mode, (groups, softmax_layer))
+    notes += [f"the float softmax {g.logits} -> {g.output} is TFLite's int8 softmax "
+              f"(its result is given scale 1/256, zero point -128)" for g in groups]
     if removed and integer_softmax and len(int_graph.main.outputs) == 1:
         logits = int_graph.main.outputs[0]
         if is_softmax_tail(removed, logits, len(int_graph.main.tensors[logits].shape)):

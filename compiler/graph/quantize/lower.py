@@ -21,6 +21,13 @@ Lowerings (TOSA 1.0 forms: zero points, multipliers and shifts are constant inpu
 * TANH, SIGMOID: an int8 TABLE of the function at every input code, rounded half away from
   zero to the output parameters (what OpenVINO's FakeQuantize around the float function and
   TFLite's int8 LUT kernels compute).
+* A softmax group whose result has TFLite's softmax parameters: TFLite's int8 softmax
+  (``softmax``: the emitter a frontend passes; compiler/graph/quantize/softmax.py).
+* 16x8 (given int16 parameters, zero point 0, e.g. OpenVINO's levels=65536 FakeQuantize):
+  convolutions take int16 activations and int8 weights into an int48 accumulator with an
+  int48 bias, then RESCALE with a 16-bit multiplier (TOSA has no scale32 from int48) to
+  int16; CLAMP and layout operators pass int16 through; any other operator on int16 is
+  refused.
 """
 from __future__ import annotations
 
@@ -29,11 +36,12 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from compiler.graph.quantize.prepare import CONVS
+from compiler.graph.quantize.softmax import SOFTMAX_SCALE, SOFTMAX_ZERO_POINT
 from compiler.graph.quantize.qparams import (
-    INT8_MAX, INT8_MIN, INT32_MAX, INT32_MIN, QParams, activation_qparams, quantize_multiplier,
+    INT8_MAX, INT8_MIN, QParams, activation_qparams, quantize_multiplier,
     round_half_away, symmetric_weight_qparams,
 )
-from tosa_ir import Block, Graph, Operator, Tensor, numpy_dtype
+from tosa_ir import INT_RANGES, Block, Graph, Operator, Tensor, numpy_dtype
 from tosa_ir.errors import Unsupported
 
 PASS_THROUGH = ("MAX_POOL2D", "RESHAPE", "TRANSPOSE", "SLICE", "IDENTITY")
@@ -77,9 +85,32 @@ class QuantizedModel:
         return self.qparams[name].dequantize(codes)
 
 
+# Operators whose lowering takes int16 activations as well as int8 (16x8 models).
+_INT16_OPS = frozenset(CONVS + ("CLAMP", "RESHAPE", "TRANSPOSE", "IDENTITY", "SLICE",
+                                "MAX_POOL2D"))
+
+
+def _multiplier16(mult, shift, where: str):
+    """apply_scale_32's (multiplier, shift) as apply_scale_16's: the 31-bit multiplier
+    rounded to 15 bits, the shift 16 less (TOSA RESCALE from int48)."""
+    m = np.floor(np.asarray(mult, np.int64) / (1 << 16) + 0.5).astype(np.int64)
+    sh = np.asarray(shift, np.int64) - 16
+    carry = m >= (1 << 15)
+    m[carry] >>= 1
+    sh[carry] -= 1
+    if np.any(sh < 2):
+        raise Unsupported(f"quantizer: {where}: rescale factor too large for a 16-bit "
+                          f"multiplier")
+    return m, sh
+
+
 class _Lowering:
-    def __init__(self, graph: Graph, params, rounding_mode: str):
+    def __init__(self, graph: Graph, params, rounding_mode: str, softmax=None):
         self.src = graph.main
+        # Softmax groups lowered whole (compiler/graph/quantize/softmax.py): by the id of
+        # their first operator, and the emitter that writes TFLite's int8 softmax.
+        groups, self.softmax_layer = softmax or ([], None)
+        self.softmax_at = {id(g.ops[0]): g for g in groups}
         self.params = params              # callable: float tensor name -> QParams
         self.rounding = rounding_mode
         self.block = Block(self.src.name)
@@ -154,19 +185,26 @@ class _Lowering:
             mult, shift = quantize_multiplier(scale)
         except ValueError as err:
             raise Unsupported(f"quantizer: {loc or out}: {err}") from None
+        # An int48 accumulator (16-bit activations) takes a 16-bit multiplier (TOSA: no
+        # scale32 from int48), as TFLite's 16x8 kernels do.
+        scale32 = in_dtype != "int48"
+        if not scale32:
+            mult, shift = _multiplier16(mult, shift, loc or out)
         per_channel = scale.size > 1
-        attrs = {"scale32": True, "rounding_mode": self.rounding, "per_channel": per_channel,
+        attrs = {"scale32": scale32, "rounding_mode": self.rounding, "per_channel": per_channel,
                  "input_unsigned": False, "output_unsigned": False}
-        inputs = [x, self.const(mult, "int32", out + "_multiplier"),
+        inputs = [x, self.const(mult, "int32" if scale32 else "int16", out + "_multiplier"),
                   self.const(shift, "int8", out + "_shift"),
                   self.scalar(in_zp, in_dtype), self.scalar(out_zp, out_dtype)]
         return self.emit("RESCALE", inputs, out, shape, out_dtype, attrs, loc)
 
     def requantize_output(self, acc: str, out: str, final: str, shape, scale: float, oq: QParams,
                           clamp: Operator | None, loc: str) -> None:
-        """The int32 accumulator ``acc`` of ``out`` -> int8 ``final`` with parameters ``oq``:
-        a RESCALE by ``scale``, then the fused ``clamp`` (whose output is ``final``) if any."""
-        y = self.rescale(acc, out if clamp is not None else final, shape, scale, 0, oq.zp, "int32", loc)
+        """The int32 (int48) accumulator ``acc`` of ``out`` -> ``final`` with parameters
+        ``oq`` (int8, int16): a RESCALE by ``scale``, then the fused ``clamp`` (whose output
+        is ``final``) if any."""
+        y = self.rescale(acc, out if clamp is not None else final, shape, scale, 0, oq.zp,
+                         self.block.tensors[acc].dtype, loc, oq.dtype)
         if clamp is not None:
             self.fused.add(id(clamp))
             self.clamp_int(y, final, shape, oq, clamp.attrs["min_val"], clamp.attrs["max_val"],
@@ -174,12 +212,13 @@ class _Lowering:
         self.q[final] = oq
 
     def clamp_int(self, x: str, out: str, shape, qp: QParams, lo: float, hi: float, loc: str):
-        qlo = int(np.clip(round_half_away(lo / qp.scalar_scale) + qp.zp, INT8_MIN, INT8_MAX)) \
-            if np.isfinite(lo) and abs(lo) < 1e30 else INT8_MIN
-        qhi = int(np.clip(round_half_away(hi / qp.scalar_scale) + qp.zp, INT8_MIN, INT8_MAX)) \
-            if np.isfinite(hi) and abs(hi) < 1e30 else INT8_MAX
+        tmin, tmax = INT_RANGES[qp.dtype]
+        qlo = int(np.clip(round_half_away(lo / qp.scalar_scale) + qp.zp, tmin, tmax)) \
+            if np.isfinite(lo) and abs(lo) < 1e30 else tmin
+        qhi = int(np.clip(round_half_away(hi / qp.scalar_scale) + qp.zp, tmin, tmax)) \
+            if np.isfinite(hi) and abs(hi) < 1e30 else tmax
         attrs = {"min_val": qlo, "max_val": max(qlo, qhi), "nan_mode": "PROPAGATE"}
-        return self.emit("CLAMP", [x], out, shape, "int8", attrs, loc)
+        return self.emit("CLAMP", [x], out, shape, qp.dtype, attrs, loc)
 
     def output_params(self, name: str) -> QParams:
         qp = self.params(name)
@@ -194,15 +233,23 @@ class _Lowering:
             if t.dtype != "fp32":
                 raise Unsupported(f"quantizer: graph input {name!r} is {t.dtype}, not fp32")
             self.q[name] = self.output_params(name)
-            self.tensor(name, t.shape, "int8")
+            self.tensor(name, t.shape, self.q[name].dtype)
             self.block.inputs.append(name)
         for op in self.src.operators:
             if id(op) in self.fused:
+                continue
+            if id(op) in self.softmax_at:
+                self.softmax_group(self.softmax_at[id(op)])
                 continue
             handler = getattr(self, "op_" + op.op.lower(), None)
             if handler is None:
                 raise Unsupported(f"quantizer: {op.op} ({op.location or op.outputs[0]}) has no "
                                   f"integer lowering")
+            if op.op not in _INT16_OPS and any(
+                    n in self.q and self.q[n].dtype != "int8" for n in op.inputs):
+                raise Unsupported(f"quantizer: {op.op} ({op.location or op.outputs[0]}) on "
+                                  f"16-bit activations (only convolutions, CLAMP and layout "
+                                  f"operators take them)")
             handler(op)
         for name in self.src.outputs:
             self.qp(name)
@@ -245,14 +292,21 @@ class _Lowering:
         bias = np.broadcast_to(np.asarray(self.src.tensors[op.inputs[2]].data, np.float64)
                                .reshape(-1), (oc,))
         acc_scale = xq.scalar_scale * wscale
-        bias_q = np.clip(round_half_away(bias / acc_scale), INT32_MIN, INT32_MAX)
+        # 16x8 (int16 activations, int8 weights): int48 accumulator and bias, as TOSA's
+        # integer profile has it (and TFLite's 16x8 kernels, with their int64 bias).
+        acc_t = {"int8": "int32", "int16": "int48"}.get(xq.dtype)
+        if acc_t is None or oq.dtype != xq.dtype:
+            raise Unsupported(f"quantizer: {op.location or out}: {xq.dtype} input with "
+                              f"{oq.dtype} output (only int8 -> int8 and int16 -> int16)")
+        lo, hi = INT_RANGES[acc_t]
+        bias_q = np.clip(round_half_away(bias / acc_scale), lo, hi)
         shape = self.shape_of(out)
         inputs = [x, self.const(codes, "int8", f"{out}_weight_q"),
-                  self.const(bias_q, "int32", f"{out}_bias_q", (oc,)),
-                  self.scalar(xq.zp, "int8"), self.scalar(wzp, "int8")]
+                  self.const(bias_q, acc_t, f"{out}_bias_q", (oc,)),
+                  self.scalar(xq.zp, xq.dtype), self.scalar(wzp, "int8")]
         attrs = dict(op.attrs)
-        attrs["acc_type"] = "INT32"
-        acc = self.emit(op.op, inputs, self.fresh(f"{out}_acc"), shape, "int32", attrs,
+        attrs["acc_type"] = acc_t.upper()
+        acc = self.emit(op.op, inputs, self.fresh(f"{out}_acc"), shape, acc_t, attrs,
                         op.location)
         self.requantize_output(acc, out, final, shape, acc_scale / oq.scalar_scale, oq, clamp, op.location)
 
@@ -286,7 +340,7 @@ class _Lowering:
     def _pass_through(self, op: Operator, extra_inputs) -> None:
         x, out = op.inputs[0], op.outputs[0]
         self.q[out] = self.qp(x)
-        self.emit(op.op, [x] + list(extra_inputs), out, self.shape_of(out), "int8",
+        self.emit(op.op, [x] + list(extra_inputs), out, self.shape_of(out), self.q[out].dtype,
                   op.attrs, op.location)
 
     def op_max_pool2d(self, op):
@@ -372,6 +426,21 @@ class _Lowering:
         self.requantize_output(acc, out, final, shape, aq.scalar_scale * bq.scalar_scale / oq.scalar_scale,
                                oq, clamp, op.location)
 
+    def softmax_group(self, group) -> None:
+        """TFLite's int8 softmax of the group's logits, named as the group's result, on
+        TFLite's softmax grid (which the group's result is given: softmax_groups)."""
+        xq = self.qp(group.logits)
+        if xq.per_channel or xq.dtype != "int8":
+            raise Unsupported(f"quantizer: softmax of {group.logits!r}: int8 per-tensor "
+                              f"logits only ({xq.describe()})")
+        self.fused.update(id(o) for o in group.ops)
+        out = self.softmax_layer(self.block, group.logits, xq.scalar_scale, group.output,
+                                 self.names)
+        if out != group.output:
+            raise Unsupported(f"quantizer: softmax result {group.output!r} became {out!r}")
+        self.names.update(self.block.tensors)
+        self.q[out] = QParams(SOFTMAX_SCALE, SOFTMAX_ZERO_POINT)
+
     def _table(self, op, func) -> None:
         x, out = op.inputs[0], op.outputs[0]
         xq, oq = self.qp(x), self.output_params(out)
@@ -455,14 +524,15 @@ class ParamSource:
         return qp
 
 
-def lower(graph: Graph, params: ParamSource, rounding_mode: str = "DOUBLE_ROUND"
-          ) -> tuple[Graph, dict[str, QParams]]:
+def lower(graph: Graph, params: ParamSource, rounding_mode: str = "DOUBLE_ROUND",
+          softmax=None) -> tuple[Graph, dict[str, QParams]]:
     """The integer graph for a prepared float graph (see module docstring), and the
-    parameters of its int8 tensors that stand for float tensors."""
+    parameters of its int8 tensors that stand for float tensors.  ``softmax``: None, or
+    (softmax groups, emitter) to lower those groups whole (compiler/graph/quantize/softmax.py)."""
     if rounding_mode not in ("SINGLE_ROUND", "DOUBLE_ROUND"):
         raise ValueError(f"rounding_mode must be SINGLE_ROUND or DOUBLE_ROUND, not "
                          f"{rounding_mode!r}")
-    low = _Lowering(graph, params, rounding_mode)
+    low = _Lowering(graph, params, rounding_mode, softmax)
     block = low.run()
     out = Graph.single_block(block, version=(1, 0, 0, False), profiles=["PRO-INT"],
                              source=graph.source)

@@ -134,10 +134,11 @@ def _fold_into(block: Block, conv: Operator, kind: str, vec: np.ndarray) -> None
                                            bias.astype(np.float32))
 
 
-def cut_float_tail(graph: Graph) -> list[Operator]:
+def cut_float_tail(graph: Graph, lowered: frozenset[int] = frozenset()) -> list[Operator]:
     """Remove the float-only tail (softmax, ...) so that the graph ends at its logits.
 
     Returns the removed operators (empty when the graph is integer-lowerable as is).
+    Operators in ``lowered`` (by ``id``: softmax groups the lowering takes whole) stay.
 
     Raises
     ------
@@ -151,7 +152,8 @@ def cut_float_tail(graph: Graph) -> list[Operator]:
         tainted: set[str] = set()
         removed: list[Operator] = []
         for op in block.operators:
-            if op.op not in lowerable or any(n in tainted for n in op.inputs):
+            if (op.op not in lowerable and id(op) not in lowered) or \
+                    any(n in tainted for n in op.inputs):
                 removed.append(op)
                 tainted.update(op.outputs)
         return tainted, removed

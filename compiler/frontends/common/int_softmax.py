@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from compiler.frontends.circle.quant import softmax_exp_table
+from compiler.frontends.common.tflite_fixed_point import softmax_exp_table
 
 _F2_ONE = 1 << 29  # 1.0 in Q2.29
 _C48_17 = 1515870810  # 48/17 in Q2.29

@@ -1,4 +1,4 @@
-"""A small TOSA 1.0 graph builder for the Circle frontend: unique tensor names, constants,
+"""A small TOSA 1.0 graph builder (the Circle frontend's lowering, the shared int8 softmax): unique tensor names, constants,
 and the composite integer steps the lowering uses over and over (exact RESCALEs, clamps,
 saturating shifts).
 
@@ -30,13 +30,15 @@ class TosaBuilder:
         self.block = Block(name)
         self.location = ""
         self._consts: dict = {}
+        # Names taken outside the block (a lowering that adds the block's tensors later).
+        self.reserved: set[str] = set()
 
     # -- tensors ------------------------------------------------------------------------
     def unique(self, hint: str) -> str:
         """An unused tensor name made from ``hint``."""
         base = re.sub(r"[^A-Za-z0-9_.:/-]", "_", hint) or "t"
         name, n = base, 1
-        while name in self.block.tensors:
+        while name in self.block.tensors or name in self.reserved:
             n += 1
             name = f"{base}_{n}"
         return name
