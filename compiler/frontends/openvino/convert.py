@@ -42,6 +42,7 @@ from compiler.frontends.openvino.xml import IrModel, Layer
 from compiler.graph.quantize.qparams import QParams
 from tosa_ir import Graph
 from tosa_ir.errors import InvalidInput, NpuError, Unsupported
+from tosa_ir.limits import check_elements
 
 # Layers that may take a value held as integer codes (Val.codes).
 CODES_PASS = frozenset({"Transpose", "Reshape", "Squeeze", "Unsqueeze", "Convert",
@@ -196,6 +197,12 @@ class Converter(LayoutBuilder):
         if any(d < 0 for d in dims):
             raise self.unsupported(f"dynamic output dimensions {list(dims)} (only static "
                                    f"shapes)")
+        # Declared, so untrusted: within the TOSA level and the memory budget (int64 elements)
+        # before any handler sizes something by it.
+        try:
+            check_elements(dims, 8, f"output port {ports[index].id}")
+        except ValueError as e:
+            raise self.invalid(str(e)) from None
         return tuple(dims)
 
     def check_shape(self, computed, index: int = 0) -> tuple[int, ...]:

@@ -637,8 +637,10 @@ def _max_pool(c: Converter, layer: Layer, ins):
         # MaxPool-8 also returns indices: only the values are supported.
         if c.ir.fanout.get((layer.id, layer.outputs[1].id), 0):
             raise c.unsupported("the indices output of MaxPool is used (not supported)")
-        outs.append(Val(c.out_dims(1), "int32", None, None,
-                        data=np.zeros(c.out_dims(1), np.int64)))
+        # The indices have the values' shape (MaxPool-8): checked, so a declared shape cannot
+        # ask for more than the values hold, and never allocated (a read-only zero view).
+        dims = c.check_shape(c.out_dims(0), 1)
+        outs.append(Val(dims, "int32", None, None, data=np.broadcast_to(np.int64(0), dims)))
     return outs
 
 
