@@ -195,7 +195,7 @@ def test_dma_packed_lines(small_rtl, default_rtl, name):
         make("DMA_LOAD", sram=0, sram_addr=3, ext_addr=d, elem=4, stride0=4, len0=3, len1=5, stride1=96,
              len2=4, stride2=12, pad_value=0x5A, pack=1),
         make("DMA_LOAD", sram=0, sram_addr=200, ext_addr=d + 17, elem=1, stride0=1, len0=5, len1=3,
-             stride1=33, len2=3, stride2=-5, pad_b0=2, pad_a0=1, pad_b1=1, pad_a1=2, pad_value=0xC3, pack=1),
+             stride1=33, len2=3, stride2=5, pad_b0=2, pad_a0=1, pad_b1=1, pad_a1=2, pad_value=0xC3, pack=1),
         make("DMA_LOAD", sram=1, sram_addr=17, ext_addr=d + 64, elem=8, stride0=-8, len0=3, len1=2,
              stride1=40, len2=2, stride2=200, pad_a0=1, pad_value=0x11, pack=1),
         make("DMA_LOAD", sram=2, sram_addr=0, ext_addr=d + 2, elem=2, stride0=6, len0=3, len1=3,
