@@ -35,6 +35,7 @@ from isa.config import NpuConfig
 from compiler.core.ir import ConvLayer
 from compiler.core.dataflow import Dataflow, Ref, Root
 from compiler.core.views import ceil_div
+from compiler.kinds.conv import im2col
 
 IDENTITY_SHIFT = 30          # multiplier 2**30, shift 30: (v * 2**30 + 2**29) >> 30 == v
 
@@ -61,16 +62,34 @@ class PackedConvLayer(ConvLayer):
 
 
 def pack_taps(flow: Dataflow, config: NpuConfig) -> Dataflow:
-    """Rewrite ``flow``'s eligible conv layers in place (and return it)."""
+    """Rewrite ``flow``'s eligible conv layers in place (and return it): each takes the
+    fastest by estimate of its im2col by the DMA (im2col.py), tap packing, and itself."""
     out = []
     for layer in flow.layers:
         g = _factor(layer, config)
-        if g:
+        gather = im2col.gather_of(flow, layer, config)
+        if gather is not None and im2col.fits(layer, gather, config) and \
+                im2col.cycles(layer, gather, config) < _mxu_cycles(layer, g, config):
+            out.append(im2col.rewrite(flow, layer, gather, config))
+        elif g:
             out += _split(flow, layer, g)
         else:
             out.append(layer)
     flow.layers = out
     return flow
+
+
+def _mxu_cycles(layer: ConvLayer, g: int, config: NpuConfig) -> int:
+    """MATMUL vectors of ``layer`` tap-packed by ``g`` (the repack's included), or as it is
+    with ``g == 0``: the estimate the im2col form is compared with."""
+    n, ih, _, cin = layer.in_shape
+    _, oh, ow, cout = layer.out_shape
+    kh, kw = layer.kernel
+    blocks = ceil_div(cout, config.array_cols)
+    if not g:
+        return n * oh * ow * blocks * kh * kw * ceil_div(cin, config.array_rows)
+    kq = taps_per_row(kw, layer.stride[1], g)
+    return n * oh * ow * blocks * kh * kq + n * ih * (ow + kq - 1) * g
 
 
 def taps_per_row(kw: int, s: int, g: int) -> int:
