@@ -15,15 +15,19 @@ is ``kw*cin`` consecutive bytes.  For every output pixel one DMA plane gathers i
 
 With ``pack = 1`` the lines follow each other byte after byte and the plane fills
 ``nb = ceil(kh*len0*E / BUS)`` ASRAM rows (its last row completed with the pad value):
-AlexNet's 11x11x3 window is 11 lines of 9 int32 = 396 bytes = 25 rows (99% of the rows
-carry window bytes, 91.7% carry weights other than the zero point).  Pixels are planes
+AlexNet's 11x11x3 window is 11 lines of 9 int32 = 396 bytes = 25 rows (99% of their bytes
+are window bytes, 90.75% meet weights other than the zero point).  Pixels are planes
 ``sx*cin`` bytes apart (``len2`` = pixels of one output row), so one DMA per output row of
 a tile; the convolution is then a 1x1 convolution over ``nb`` input blocks: per output
 block and input block ``b`` one MATMUL, ``a_addr = slot + b``, ``a_stride0 = nb`` (pixel
 after pixel), its weight tile holding the window bytes ``b*R .. b*R+R-1`` in im2col order.
 
 Cost per pixel: DMA ``kh*len0`` cycles (one element per cycle) plus ``cbo`` for the output
-store, MXU ``nb*cbo`` vectors; the two overlap (double-buffered input and ACC slots).  The
+store, MXU ``nb*cbo`` vectors; the two overlap (double-buffered input slots, a ring of ACC
+slots).  Per tile the ACTs wait for the gather, since both write ASRAM (isa/ports.py), and
+the array's work on the last tile has no gather beside it.  AlexNet's conv0: 99 + 4 DMA
+cycles and 100 vectors per pixel, 322,742 cycles (DMA busy 302,292) against its bound of
+264,627 (tap packing: 469,640 with its repack).  The
 pass (tap_packing.py ``pack_taps``) takes this form where that estimate beats tap packing
 and the plain convolution.  E is the widest element size dividing the row stride, the
 pixel stride and every window address (a multiple of 4 for AlexNet: ``(y*224 + 4*x)*3``).
