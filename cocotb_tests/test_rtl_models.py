@@ -108,11 +108,11 @@ def test_im2col_conv_on_rtl(config_name, request):
     rng = np.random.default_rng(21)
     if config_name == "small":
         config = SMALL_CONFIG
-        graph = build_chain(rng, (1, 15, 15, 2), [ConvSpec(oc=12, kernel=(3, 3), stride=(2, 2), pad=(0, 0, 0, 0))])
+        graph = build_chain(rng, (1, 31, 31, 2), [ConvSpec(oc=12, kernel=(3, 3), stride=(2, 2), pad=(0, 0, 0, 0))])
     else:
         config = DEFAULT_CONFIG
         g = GraphBuilder(rng)
-        t = g.slice(g.transpose(g.input("x", (1, 3, 28, 28)), (0, 2, 3, 1)), (0, 1, 0, 0), (1, 27, 27, 3))
+        t = g.slice(g.transpose(g.input("x", (1, 3, 64, 64)), (0, 2, 3, 1)), (0, 1, 0, 0), (1, 63, 63, 3))
         graph = g.graph([g.conv(t, ConvSpec(oc=64, kernel=(11, 11), stride=(4, 4), pad=(0, 0, 0, 0)), "y")])
     comp = run_pipeline(graph, config)
     assert [type(layer) for layer in comp.layers] == [Im2colConvLayer]

@@ -150,12 +150,53 @@ def gather_of(flow: Dataflow, layer, config: NpuConfig) -> Gather | None:
 
 
 def cycles(layer: ConvLayer, g: Gather, config: NpuConfig) -> int:
-    """Estimated cycles: per output pixel the slower of the DMA (the gather plus the output
-    store) and the MXU."""
+    """Estimated cycles, tile by tile as the lowering pipelines them: the weights' load, the
+    first gather alone, then per tile the slower of its MATMULs (``max(pixels, R)`` cycles
+    each, R = array rows) and the next tile's gather plus this tile's stores, the last
+    tile's MATMULs and stores alone, and a fixed cost per tile (its first ACT waits for the
+    gather, as both write ASRAM)."""
     n, oh, ow, cout = layer.out_shape
     cbo = ceil_div(cout, config.array_cols)
     kh, _ = layer.kernel
-    return n * oh * ow * max(kh * g.len0 + cbo, g.blocks * cbo)
+    lat, rows = config.mem_latency, config.array_rows
+    tiles = tile_list(layer.out_shape, *tiling(layer.out_shape, g, config))
+
+    def gather(t):
+        return t[2] * (kh * g.len0 * t[4] + lat)
+
+    def mxu(t):
+        return cbo * g.blocks * max(t[2] * t[4], rows)
+
+    def stores(t):
+        return cbo * (t[2] * t[4] + 1)
+
+    total = cbo * g.blocks * rows + lat + gather(tiles[0]) + len(tiles) * TILE_CYCLES
+    for t, nxt in zip(tiles, tiles[1:]):
+        total += max(mxu(t), gather(nxt) + stores(t))
+    return total + mxu(tiles[-1]) + stores(tiles[-1])
+
+
+def tile_list(out_shape, th: int, tw: int) -> list[tuple[int, int, int, int, int]]:
+    """(image, first row, rows, first column, columns) of every tile, in order."""
+    n, oh, ow, _ = out_shape
+    return [(b, oy, min(th, oh - oy), ox, min(tw, ow - ox))
+            for b in range(n) for oy in range(0, oh, th) for ox in range(0, ow, tw)]
+
+
+TILE_CYCLES = 200           # per tile: the first ACT waiting for the gather, issue gaps
+MIN_TILES = 6               # a small layer still pipelines its gathers with the array
+
+
+def tiling(out_shape, g: Gather, config: NpuConfig) -> tuple[int, int]:
+    """(rows, columns) of output pixels per tile: as many as ACC and ASRAM hold (fewer tiles,
+    fewer instructions: the whole program stays short enough for the loop search), but at
+    least MIN_TILES tiles, so the gather of one overlaps the MATMULs of another."""
+    n, oh, ow, cout = out_shape
+    cbo = ceil_div(cout, config.array_cols)
+    pixels = min(config.acc_rows // _acc_slots(cbo), config.asram_rows // (IN_SLOTS * g.blocks + cbo),
+                 (1 << 16) - 1, max(1, ceil_div(n * oh * ow, MIN_TILES)))
+    tw = min(ow, pixels)
+    return max(1, min(oh, pixels // tw)), tw
 
 
 def rewrite(flow: Dataflow, layer: ConvLayer, g: Gather, config: NpuConfig) -> Im2colConvLayer:
@@ -206,9 +247,7 @@ class Im2colPlan:
         return self.layer.gather.blocks
 
     def tiles(self) -> list[tuple[int, int, int, int, int]]:
-        n, oh, ow, _ = self.layer.out_shape
-        return [(b, oy, min(self.th, oh - oy), ox, min(self.tw, ow - ox))
-                for b in range(n) for oy in range(0, oh, self.th) for ox in range(0, ow, self.tw)]
+        return tile_list(self.layer.out_shape, self.th, self.tw)
 
     def describe(self) -> str:
         g = self.layer.gather
@@ -225,17 +264,13 @@ def _acc_slots(cbo: int) -> int:
 
 def plan(layer: Im2colConvLayer, config: NpuConfig) -> Im2colPlan:
     g = layer.gather
-    _, oh, ow, cout = layer.out_shape
-    cbo = ceil_div(cout, config.array_cols)
-    out_slots = cbo
-    pixels = min(config.acc_rows // _acc_slots(cbo),
-                 config.asram_rows // (IN_SLOTS * g.blocks + out_slots), (1 << 16) - 1)
-    if pixels < 1 or cbo * PARAM_ROWS > config.psram_rows:
+    cbo = ceil_div(layer.out_shape[3], config.array_cols)
+    if not fits(layer, g, config):
         raise AssertionError("compiler bug: im2col chosen for a layer whose buffers do not fit")
-    tw = min(ow, pixels)
-    th = max(1, min(oh, pixels // tw))
-    p = Im2colPlan(layer, cbo, th, tw, out_slots)
-    p.estimate = {"cycles": cycles(layer.original, g, config), "instructions": len(p.tiles()) * (th + cbo * (g.blocks + 2))}
+    th, tw = tiling(layer.out_shape, g, config)
+    p = Im2colPlan(layer, cbo, th, tw, cbo)
+    p.estimate = {"cycles": cycles(layer.original, g, config),
+                  "instructions": len(p.tiles()) * (th + cbo * (g.blocks + 2))}
     return p
 
 
