@@ -204,6 +204,10 @@ def test_dma_packed_lines(small_rtl, default_rtl, name):
         make("DMA_LOAD", sram=0, sram_addr=400, ext_addr=d + 300, elem=4, stride0=4, len0=9, len1=2,
              stride1=672, len2=1, pad_value=0, pack=1),
         make("DMA_STORE", sram=0, sram_addr=3, ext_addr=dma_programs.OUT, len0=12, len1=1, len2=1, wait=1),
+        # ends exactly at the last ASRAM row: 2 planes of 3 x 5 bytes, ceil(15 / BUS) words each
+        # (unpacked lines would need 3 x ceil(5 / BUS) words a plane and overflow)
+        make("DMA_LOAD", sram=0, sram_addr=cfg.asram_rows - 2 * -(-15 // cfg.bus_bytes), ext_addr=d + 5,
+             elem=1, stride0=1, len0=5, len1=3, stride1=16, len2=2, stride2=64, pad_value=0x3C, pack=1),
         make("HALT"),
     ]
     checked = run_checked(build, cfg, instrs, mem)
