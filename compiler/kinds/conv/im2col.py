@@ -32,8 +32,9 @@ pass (tap_packing.py ``pack_taps``) takes this form where that estimate beats ta
 and the plain convolution.  E is the widest element size dividing the row stride, the
 pixel stride and every window address (a multiple of 4 for AlexNet: ``(y*224 + 4*x)*3``).
 
-Limits (the layer keeps another form otherwise): no padding (pad values would have to
-cover whole elements), no x dilation, the input is a graph input (or a window of one with
+Limits (the layer keeps another form otherwise): fewer input channels than array rows (a
+brick already fills the rows otherwise), no padding (pad values would have to cover whole
+elements), no x dilation, the input is a graph input (or a window of one with
 all its channels) that no other layer reads, the window's over-read stays inside the
 input's buffer, and the weights of all output blocks fit WSRAM at once.
 """
@@ -131,7 +132,7 @@ def gather_of(flow: Dataflow, layer, config: NpuConfig) -> Gather | None:
     row, image = rw * cin, rh * rw * cin
     offset = ((n0 * rh + y0) * rw + x0) * cin
     lanes, bus = config.array_rows, config.bus_bytes
-    if lanes != bus:
+    if lanes != bus or cin >= lanes:        # a brick already fills the array's rows
         return None
     for e in ELEMS:
         if (offset % e or row % e or (sx * cin) % e or (dy * row) % e or (sy * row) % e or image % e):
