@@ -1,7 +1,7 @@
 """Constrained-random DMA element-mode instructions (``elem != 0``) for the ISA-simulator
 tests (tests/test_isa_dma_elements.py) and the RTL tests (cocotb_tests/test_rtl_dma.py):
 element sizes 1, 2, 4, 8, strides 0, negative, small and large, padding, lengths of 1,
-lines that are not a whole number of words, and stores that overlap (last write wins)
+lines that are not a whole number of words, packed lines (DMA_LOAD ``pack``), and stores that overlap (last write wins)
 or leave gaps between their elements (the untouched bytes must keep their values).
 
 Every instruction stays inside a given external region, so programs never fail."""
@@ -45,14 +45,16 @@ def random_elem_load(rng, cfg, sram=Sram.ASRAM, region=(DATA, OUT), max_words=No
         hi_off = max(len2 - 1, 0) * s2 + max(len1 - 1, 0) * s1 + max(0, inner) + e
         room = region[1] - region[0] - (hi_off - lo_off)
         per_line = pads[0] + len0 + pads[1]
-        count = len2 * (len1 + pads[2] + pads[3]) * -(-per_line * e // bus)
+        pack = int(rng.random() < 0.4)          # packed lines: a fresh word per plane only
+        lines = len1 + pads[2] + pads[3]
+        count = len2 * (-(-lines * per_line * e // bus) if pack else lines * -(-per_line * e // bus))
         if room <= 0 or count > max_words:
             continue
         ext = region[0] - lo_off + e * int(rng.integers(0, room // e + 1))
         return make("DMA_LOAD", sram=int(sram), sram_addr=int(rng.integers(0, depth - count + 1)),
                     ext_addr=ext, pad_value=int(rng.integers(0, 256)), elem=e, stride0=s0, stride1=s1,
                     stride2=s2, len0=len0, len1=len1, len2=len2, pad_b0=pads[0], pad_a0=pads[1],
-                    pad_b1=pads[2], pad_a1=pads[3])
+                    pad_b1=pads[2], pad_a1=pads[3], pack=pack)
 
 
 def random_elem_store(rng, cfg, region=(OUT, MEM)):

@@ -60,16 +60,21 @@ class Model:
     def dma_load(self, v: dict) -> None:
         bus = self.bus
         e, s0 = self._dma_unit(v)
-        k = -(-(v["pad_b0"] + v["len0"] + v["pad_a0"]) * e // bus)
+        per_line = (v["pad_b0"] + v["len0"] + v["pad_a0"]) * e
+        k = -(-per_line // bus)
         out = []
         for p in range(v["len2"]):
+            plane = bytearray()
             for line_no in range(-v["pad_b1"], v["len1"] + v["pad_a1"]):
-                line = bytearray([v["pad_value"]] * (k * bus))
+                # Packed lines: the line's bytes exactly; otherwise K whole words.
+                line = bytearray([v["pad_value"]] * (per_line if v.get("pack") else k * bus))
                 if 0 <= line_no < v["len1"]:
                     for w in range(v["len0"]):
                         a = v["ext_addr"] + p * v["stride2"] + line_no * v["stride1"] + w * s0
                         line[(v["pad_b0"] + w) * e:(v["pad_b0"] + w + 1) * e] = self._ext_bytes(a, e)
-                out += [line[j * bus:(j + 1) * bus] for j in range(k)]
+                plane += line
+            plane += bytes([v["pad_value"]]) * (-len(plane) % bus)
+            out += [plane[j:j + bus] for j in range(0, len(plane), bus)]
         if out:
             words = np.frombuffer(b"".join(out), np.uint8).reshape(-1, bus)
             self.words(v["sram"])[v["sram_addr"]:v["sram_addr"] + len(out)] = words

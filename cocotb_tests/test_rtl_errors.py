@@ -67,6 +67,10 @@ CASES = {
                                len1=2, len2=1, elem=8, stride1=8), ErrorCode.DMA_OUT_OF_RANGE),
     "dma_elem_sram_overflow": (make("DMA_LOAD", sram=0, sram_addr=CFG.asram_rows - 1, ext_addr=DATA, len0=3,
                                     len1=1, len2=1, elem=1, pad_a0=2), ErrorCode.SRAM_OVERFLOW),
+    # packed lines: 2 planes of 3 lines x 5 bytes = 4 words each (8 words) from 7 rows before the end
+    "dma_packed_sram_overflow": (make("DMA_LOAD", sram=0, sram_addr=CFG.asram_rows - 7, ext_addr=DATA, len0=5,
+                                      len1=3, len2=2, stride1=16, stride2=64, elem=1, pack=1),
+                                 ErrorCode.SRAM_OVERFLOW),
     "matmul_weight_tile": (make("MATMUL", w_addr=CFG.wsram_rows - 2, n0=0, n1=0), ErrorCode.SRAM_OVERFLOW),
     "matmul_acc": (make("MATMUL", n0=100, n1=2, acc_addr=CFG.acc_rows - 199), ErrorCode.SRAM_OVERFLOW),
     "matmul_asram": (make("MATMUL", a_addr=5, a_stride0=0, a_stride1=102, n0=2, n1=11),

@@ -7,7 +7,8 @@ element, padding included) one *chunk* per cycle: a chunk is an element, or for 
 wider than the bus (8 bytes on a 4-byte bus) one bus word of it.  Each chunk has a lane
 (its byte offset in its scratchpad word: chunks are packed one after the other, each line
 starting at a fresh word) and an external address; a chunk that fills its word, or ends
-its line, *flushes* the word.
+its line, *flushes* the word.  With packed lines (DMA_LOAD ``pack``) only the end of a
+plane ends a word early: the next line's chunks continue in the same assembly word.
 
 * LOAD: a data chunk issues a bus read of the word holding it; every chunk (pad or data)
   enters a delay line of ``mem_latency`` stages, and when it leaves it the read data
@@ -84,6 +85,7 @@ class Dma(wiring.Component):
         store = Signal()
         sram = Signal.like(cmd.sram)
         pad_value = Signal(8)
+        pack = Signal()                             # DMA_LOAD packed lines
         len1 = Signal(LEN_BITS)
         len2 = Signal(LEN_BITS)
         stride0 = Signal(cmd.stride0.shape())
@@ -125,7 +127,8 @@ class Dma(wiring.Component):
         last_p = p == len2 - 1
         next_lane = Signal(lane_bits + 1)
         m.d.comb += next_lane.eq(lane + chunk)
-        flush = (next_lane == nbus) | last_w        # the chunk completes its word
+        word_end = last_w & (~pack | last_l)        # the line (packed: the plane) ends
+        flush = (next_lane == nbus) | word_end      # the chunk completes its word
         offset = word_addr[:lane_bits] if lane_bits else Const(0, 0)
         aligned_addr = Cat(Const(0, lane_bits), word_addr[lane_bits:])
 
@@ -162,7 +165,7 @@ class Dma(wiring.Component):
         with m.If(step):
             with m.If(flush):
                 m.d.sync += dst.eq(dst + 1)
-            m.d.sync += lane.eq(Mux(last_w, 0, next_lane))
+            m.d.sync += lane.eq(Mux(word_end, 0, next_lane))
             with m.If(is_data):
                 if max_chunks > 1:
                     with m.If(last_sub):
@@ -232,6 +235,7 @@ class Dma(wiring.Component):
             lines = cmd.len1 + cmd_b1 + cmd_a1
             m.d.sync += [
                 store.eq(cmd.store), sram.eq(cmd.sram), pad_value.eq(cmd.pad_value),
+                pack.eq(~cmd.store & cmd.pack),
                 len1.eq(cmd.len1), len2.eq(cmd.len2), stride1.eq(cmd.stride1), stride2.eq(cmd.stride2),
                 pad_b0.eq(cmd_b0), pad_b1.eq(cmd_b1),
                 w_end.eq(words), l_end.eq(lines),

@@ -78,7 +78,14 @@ def _dma(cfg: NpuConfig, v, store: bool, mul=mul) -> Rules:
             + Mux(inner > 0, inner, 0) + esize)                 # one past the last byte
     elements = v.len0 if store else v.len0 + v.pad_b0 + v.pad_a0
     line_words = ((elements << eshift) + (bus - 1)) >> align_bits       # K
-    count = mul(v.len2, v.len1 if store else v.len1 + v.pad_b1 + v.pad_a1) * line_words
+    nlines = v.len1 if store else v.len1 + v.pad_b1 + v.pad_a1
+    planes_lines = mul(v.len2, nlines)
+    count = planes_lines * line_words
+    if not store:
+        # Packed lines (isa/dma.py plane_words): KP words per plane, the plane's bytes rounded
+        # up once.  One multiplier after the register serves both cases.
+        plane_words = ((mul(nlines, elements) << eshift) + (bus - 1)) >> align_bits     # KP
+        count = Mux(v.pack, v.len2, planes_lines) * Mux(v.pack, plane_words, line_words)
     depth = Mux(v.sram == Sram.ASRAM, cfg.asram_rows,
                 Mux(v.sram == Sram.WSRAM, cfg.wsram_rows, cfg.psram_rows * cfg.words_per_wide_row))
     terms = (Term("ext_addr", moves, excess(last, cfg.ext_mem_bytes + 1), lo=lowest),

@@ -50,9 +50,22 @@ def lines(v: dict, store: bool) -> int:
     return v["len1"] if store else v["pad_b1"] + v["len1"] + v["pad_a1"]
 
 
+def packed(v: dict, store: bool) -> bool:
+    """A DMA_LOAD with packed lines (``pack = 1``): a plane, not a line, starts a fresh word."""
+    return not store and bool(v.get("pack", 0))
+
+
+def plane_words(v: dict, bus: int, store: bool) -> int:
+    """Scratchpad words per plane: K per line, or with packed lines the plane's bytes
+    rounded up to a word once."""
+    if packed(v, store):
+        return -(-lines(v, store) * line_elements(v, store) * elem_bytes(v, bus) // bus)
+    return lines(v, store) * line_words(v, bus, store)
+
+
 def sram_words(v: dict, bus: int, store: bool) -> int:
     """Scratchpad words written (LOAD) or read (STORE)."""
-    return v["len2"] * lines(v, store) * line_words(v, bus, store)
+    return v["len2"] * plane_words(v, bus, store)
 
 
 def slots(v: dict, bus: int, store: bool) -> int:

@@ -457,7 +457,10 @@ issue, and the NPU stops once every unit is idle."""),
         Field("pad_b1", PAD_BITS, doc="pad lines before each plane"),
         Field("pad_a1", PAD_BITS, doc="pad lines after each plane"),
         Field("pad_value", 8, doc="byte written to every pad byte"),
-    ) + _dma_elem(), doc="""\
+    ) + _dma_elem() + (
+        Field("pack", 1, doc="1: the lines of a plane follow each other byte after byte "
+                             "(a fresh word per plane, not per line)"),
+    ), doc="""\
 Copy a 3-D strided region of external memory into a scratchpad, surrounding each plane
 with padding.  `elem` chooses the unit a line is made of:
 
@@ -483,6 +486,17 @@ mode: K = pad_b0+len0+pad_a0, nothing is left over).  So a line is a run of K ro
         for j in 0 .. K-1:
           SRAM[dst] = line[j*BUS : (j+1)*BUS]; dst += 1
 
+pack = 1 (packed lines): a plane, not a line, starts at a fresh word.  Its lines, each
+pad_b0 + len0 + pad_a0 elements as above, are concatenated byte after byte (a line may
+begin in the middle of a word), and the plane fills KP = ceil(lines*(pad_b0+len0+pad_a0)*E
+/ BUS) words, lines = pad_b1 + len1 + pad_a1; the bytes of its last word past the plane's
+end are pad_value.  That is the pseudocode above with `line` standing for the whole plane
+(pad_value repeated KP*BUS times, line l's element w at byte ((l+pad_b1)*(pad_b0+len0+
+pad_a0) + pad_b0 + w)*E) and the plane's KP words written after its last line.  Why: an
+im2col gather (kernel rows of a few-channel image, one plane per output pixel) then fills
+every lane of a row instead of starting each kernel row at a fresh word.  Word mode moves
+whole words, so packed and unpacked planes are the same words there.
+
 ASRAM and WSRAM words are rows; ACC-wide memories (PSRAM) take several words per row,
 lowest lanes first.  int8/uint8/bool elements take 1 byte, int16 2, int32 4, int48 8 (in
 external memory an int48 value is stored sign-extended to 64 bits, as isa/layout.py packs
@@ -493,7 +507,7 @@ lies outside memory: the lowest is ext_addr + min(0, (len0-1)*stride0), the high
 ext_addr + (len2-1)*stride2 + (len1-1)*stride1 + max(0, (len0-1)*stride0) + E - 1;
 SRAM_OVERFLOW if dst passes the end of the scratchpad.  Errors are detected before any
 word is transferred.  Timing: one element (E > BUS: one bus word of it) per cycle, pad
-elements included (sim/npu_timing.py)."""),
+elements included, packed lines or not (sim/npu_timing.py)."""),
     InstrDef("DMA_STORE", 9, Unit.DMA, _dma_common() + _dma_elem(), doc="""\
 Copy scratchpad lines to a 3-D strided region of external memory (modes, E and K as in
 DMA_LOAD, with no padding: K = ceil(len0*E / BUS) words per line):

@@ -61,7 +61,8 @@ Branches
     fall through, so a data-dependent loop's body counts once (a loop built from branches
     needs a conditional exit anyway; following its back edge would walk to BRANCH_LIMIT).
 Units (command issued at cycle c; a unit is busy on cycles ``start .. end``)
-    DMA_LOAD:  ``S = len2*(len1+pad_b1+pad_a1)*(len0+pad_b0+pad_a0)*X``; busy c+1 .. c+S+L.
+    DMA_LOAD:  ``S = len2*(len1+pad_b1+pad_a1)*(len0+pad_b0+pad_a0)*X``; busy c+1 .. c+S+L
+               (packed lines too: ``pack`` changes where bytes land, not the cycles).
     DMA_STORE: ``N = len0*len1*len2*X``; busy c+1 .. c+N+1.
                X = 1, except in element mode with elem > bus_bytes: elem / bus_bytes (one
                element, or one bus word of it, per cycle; isa/dma.py ``slots``).

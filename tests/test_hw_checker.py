@@ -168,6 +168,8 @@ def random_instruction(rng, cfg, names=None):
             values[f.name] = int(rng.integers(0, 4))
         elif f.name == "elem":       # word mode, the element sizes, a few illegal values
             values[f.name] = int(rng.choice([0, 0, 0, 0, 1, 2, 4, 8, 3]))
+        elif f.name == "pack":           # both values, drawn without advancing the stream
+            values[f.name] = values["len0"] & 1
         elif f.name == "stride0":        # after elem; word mode wants 0
             zero = rng.random() < (0.9 if values["elem"] == 0 else 0.2)
             values[f.name] = 0 if zero else edge_value(rng, f, int(rng.choice([-1, 1])) * 64) // 8 * 8

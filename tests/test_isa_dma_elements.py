@@ -3,7 +3,7 @@
 The expected memories come from a byte-by-byte transcription of the DMA_LOAD / DMA_STORE
 pseudocode (Python loops below), never from the simulator; programs are constrained-random
 with fixed seeds over element sizes, strides (0, negative, large), padding, lengths of 1,
-lines that are not a whole number of words, and stores that must leave every byte around
+lines that are not a whole number of words, packed lines (``pack``), and stores that must leave every byte around
 their elements untouched.  Errors and their priority, and the cycle rule, are checked too.
 """
 import numpy as np
@@ -23,17 +23,29 @@ ELEMS = (1, 2, 4, 8)
 def doc_load(mem: bytes, words: np.ndarray, v: dict, bus: int) -> None:
     """DMA_LOAD's pseudocode into ``words`` (the scratchpad as (n, bus) bytes)."""
     e, s0 = (v["elem"], v["stride0"]) if v["elem"] else (bus, bus)
-    k = -(-(v["pad_b0"] + v["len0"] + v["pad_a0"]) * e // bus)
+    per_line = v["pad_b0"] + v["len0"] + v["pad_a0"]
+    k = -(-per_line * e // bus)
+    nl = v["pad_b1"] + v["len1"] + v["pad_a1"]
+    kp = -(-nl * per_line * e // bus)                      # packed lines: words per plane
     dst = v["sram_addr"]
     for p in range(v["len2"]):
+        plane = [v["pad_value"]] * (kp * bus)
         for l in range(-v["pad_b1"], v["len1"] + v["pad_a1"]):
             line = [v["pad_value"]] * (k * bus)
             if 0 <= l < v["len1"]:
                 for w in range(v["len0"]):
                     a = v["ext_addr"] + p * v["stride2"] + l * v["stride1"] + w * s0
                     line[(v["pad_b0"] + w) * e:(v["pad_b0"] + w + 1) * e] = mem[a:a + e]
+            if v.get("pack"):
+                at = (l + v["pad_b1"]) * per_line * e
+                plane[at:at + per_line * e] = line[:per_line * e]
+                continue
             for j in range(k):
                 words[dst] = line[j * bus:(j + 1) * bus]
+                dst += 1
+        if v.get("pack"):
+            for j in range(kp):
+                words[dst] = plane[j * bus:(j + 1) * bus]
                 dst += 1
 
 
@@ -124,6 +136,49 @@ def test_reverse_broadcast_and_partial_words():
     assert bytes(out) == bytes([0, 6, 2, 7, 4, 4, 6, 7])   # bytes 1, 3, 5 written; 0, 2, 4, 6, 7 kept
 
 
+def test_packed_lines_hand_checked():
+    """pack = 1: three int8 lines of 3 bytes follow each other in one plane (9 bytes: 3 words
+    on a 4-byte bus, the last completed with pad_value); the next plane starts a fresh word.
+    A pad line and pad elements are packed the same way; int16 elements cross words."""
+    cfg = SMALL_CONFIG
+    mem = bytearray(range(256)) * (MEM // 256)
+    d = DATA % 256
+    instrs = [
+        make("DMA_LOAD", sram=0, sram_addr=0, ext_addr=DATA, elem=1, stride0=1, len0=3, len1=3, stride1=16,
+             len2=2, stride2=100, pad_value=0xEE, pack=1),
+        make("DMA_LOAD", sram=0, sram_addr=6, ext_addr=DATA, elem=1, stride0=1, len0=2, len1=1, len2=1,
+             pad_b0=1, pad_b1=1, pad_value=0x55, pack=1),
+        make("DMA_LOAD", sram=0, sram_addr=8, ext_addr=DATA, elem=2, stride0=2, len0=3, len1=2, stride1=8,
+             len2=1, pad_value=0x77, pack=1),
+    ]
+    res = sim_run(cfg, instrs, bytes(mem))
+    assert res.error_code == ErrorCode.NONE, res.error_message
+    a = res.state.asram
+    plane0 = [d, d + 1, d + 2, d + 16, d + 17, d + 18, d + 32, d + 33, d + 34]
+    assert a[0:3].tobytes() == bytes(plane0 + [0xEE] * 3)
+    assert a[3:6].tobytes() == bytes([x + 100 for x in plane0] + [0xEE] * 3)
+    # pad line (pad_b0 + len0 = 3 elements) then the line: 6 bytes, 2 words
+    assert a[6:8].tobytes() == bytes([0x55] * 4 + [d, d + 1, 0x55, 0x55])
+    assert a[8:11].tobytes() == bytes([d, d + 1, d + 2, d + 3, d + 4, d + 5,
+                                       d + 8, d + 9, d + 10, d + 11, d + 12, d + 13])
+    assert not a[11].any()
+
+
+def test_packed_lines_sram_overflow_counts_planes():
+    """SRAM_OVERFLOW with pack = 1 counts ceil(lines * line bytes / BUS) words per plane."""
+    cfg = SMALL_CONFIG
+    rows = cfg.asram_rows
+    # 3 lines of 5 bytes: 15 bytes, 4 words per plane packed; 3 x 2 words unpacked
+    f = dict(elem=1, len0=5, len1=3, len2=2, stride1=16, stride2=64, pack=1)
+    assert _err(cfg, sram_addr=rows - 8, **f) == ErrorCode.NONE
+    assert _err(cfg, sram_addr=rows - 7, **f) == ErrorCode.SRAM_OVERFLOW
+    assert _err(cfg, sram_addr=rows - 12, **{**f, "pack": 0}) == ErrorCode.NONE
+    assert _err(cfg, sram_addr=rows - 11, **{**f, "pack": 0}) == ErrorCode.SRAM_OVERFLOW
+    # pad lines and pad elements count: (1 + 3) lines x (1 + 5) bytes = 24 bytes, 6 words
+    assert _err(cfg, sram_addr=rows - 12, **{**f, "pad_b1": 1, "pad_b0": 1}) == ErrorCode.NONE
+    assert _err(cfg, sram_addr=rows - 11, **{**f, "pad_b1": 1, "pad_b0": 1}) == ErrorCode.SRAM_OVERFLOW
+
+
 def test_store_past_image_extends_memory_to_a_whole_word():
     cfg = SMALL_CONFIG
     instrs = [make("DMA_STORE", sram=0, sram_addr=0, ext_addr=0x1001, elem=1, len0=2, len1=1, len2=1)]
@@ -194,6 +249,10 @@ def test_cycles_one_element_per_cycle(cfg):
         assert tm.duration(load) == 2 * 4 * 8 * x + lat
         store = make("DMA_STORE", elem=e, stride0=-e, len0=5, len1=3, len2=2)
         assert tm.duration(store) == 30 * x + 1
+        # packed lines: where bytes land changes, not the cycles
+        packed = make("DMA_LOAD", elem=e, stride0=e, len0=5, len1=3, len2=2, pad_b0=1, pad_a0=2, pad_b1=1,
+                      pack=1)
+        assert tm.duration(packed) == 2 * 4 * 8 * x + lat
     assert tm.duration(make("DMA_LOAD", elem=2, len0=0, len1=3, len2=2)) == 0
     # word mode unchanged
     assert tm.duration(make("DMA_LOAD", len0=5, len1=3, len2=2, pad_a1=1)) == 40 + lat

@@ -4,7 +4,8 @@ with word mode) before these functions touch any state.
 
 External elements are gathered and scattered through a strided numpy view of external
 memory (strides may be negative or zero); a line is packed into the bytes of its ``K``
-scratchpad words with ``reshape`` and slicing.
+scratchpad words with ``reshape`` and slicing (packed lines, ``pack = 1``: into the bytes of
+its plane's words).
 """
 from __future__ import annotations
 
@@ -33,11 +34,17 @@ def load(state, v: dict, sram: Sram, span, footprint, check_rows):
     fp = footprint(Unit.DMA, writes=[(sram.name, (dst, dst + count))])
     if count == 0:
         return fp
-    out = np.full((v["len2"], nl, k * bus), v["pad_value"], dtype=np.uint8)
+    # Packed lines: each line is its elements' bytes exactly (no word rounding) and the plane
+    # is rounded up to whole words once, with pad_value after its end.
+    packed = dma.packed(v, False)
+    line_bytes = dma.line_elements(v, False) * e if packed else k * bus
+    plane_bytes = dma.plane_words(v, bus, False) * bus
+    out = np.full((v["len2"], plane_bytes), v["pad_value"], dtype=np.uint8)
+    lines = out[:, :nl * line_bytes].reshape(v["len2"], nl, line_bytes)
     if span is not None:
         state.ensure_ext(span[1])
         pb1, pb0, len1, len0 = v["pad_b1"], v["pad_b0"], v["len1"], v["len0"]
-        out[:, pb1:pb1 + len1, pb0 * e:(pb0 + len0) * e] = _ext_view(state, v).reshape(v["len2"], len1, len0 * e)
+        lines[:, pb1:pb1 + len1, pb0 * e:(pb0 + len0) * e] = _ext_view(state, v).reshape(v["len2"], len1, len0 * e)
     words[dst:dst + count] = out.reshape(count, bus)
     return fp
 

@@ -24,6 +24,7 @@ from isa.instructions import Sram
 from compiler.core.ops import Op, new_op
 from compiler.core.dma import Window, fill_name, load_window
 from compiler.kinds.conv.fully_connected import FcPlan, lower_fc
+from compiler.kinds.conv.im2col import Im2colPlan, lower as lower_im2col
 from compiler.program.memplan import ExtPlan
 from compiler.kinds.conv.plan import ConvPlan
 from compiler.kinds.conv.weights import PARAM_ROWS
@@ -56,6 +57,8 @@ def lower_conv(plan: ConvPlan, ext: ExtPlan, config: NpuConfig, index: int) -> l
     layer = plan.layer
     if isinstance(plan, FcPlan):      # streamed weights, LOOPs emitted directly
         return lower_fc(plan, ext, config, index, constant_names(layer.name, layer.input_zp))
+    if isinstance(plan, Im2colPlan):  # windows gathered by the DMA (im2col.py)
+        return lower_im2col(plan, ext, config, index, constant_names(layer.name, layer.input_zp))
     lanes, cols = config.array_rows, config.array_cols
     bus = config.bus_bytes
     _, ih, iw, _ = layer.in_shape

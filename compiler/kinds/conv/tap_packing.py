@@ -35,6 +35,8 @@ from isa.config import NpuConfig
 from compiler.core.ir import ConvLayer
 from compiler.core.dataflow import Dataflow, Ref, Root
 from compiler.core.views import ceil_div
+from compiler.kinds.conv import im2col
+from compiler.kinds.conv.tiling import plan_candidates
 
 IDENTITY_SHIFT = 30          # multiplier 2**30, shift 30: (v * 2**30 + 2**29) >> 30 == v
 
@@ -61,16 +63,29 @@ class PackedConvLayer(ConvLayer):
 
 
 def pack_taps(flow: Dataflow, config: NpuConfig) -> Dataflow:
-    """Rewrite ``flow``'s eligible conv layers in place (and return it)."""
+    """Rewrite ``flow``'s eligible conv layers in place (and return it): each takes the
+    fastest by estimate of its im2col by the DMA (im2col.py), tap packing, and itself."""
     out = []
     for layer in flow.layers:
         g = _factor(layer, config)
-        if g:
+        gather = im2col.gather_of(flow, layer, config)
+        if gather is not None and im2col.fits(layer, gather, config) and \
+                im2col.cycles(layer, gather, config) < _planned_cycles(layer, g, config):
+            out.append(im2col.rewrite(flow, layer, gather, config))
+        elif g:
             out += _split(flow, layer, g)
         else:
             out.append(layer)
     flow.layers = out
     return flow
+
+
+def _planned_cycles(layer: ConvLayer, g: int, config: NpuConfig) -> int:
+    """Cycles of ``layer`` tap-packed by ``g`` (the repack's included), or as it is with
+    ``g == 0``, by the estimate of the tilings the driver would pick (tiling.py): what the
+    im2col form's estimate is compared with."""
+    layers = _layers(layer, g, f"{layer.name}.packed") if g else [layer]
+    return sum(plan_candidates(part, config)[0].estimate["cycles"] for part in layers)
 
 
 def taps_per_row(kw: int, s: int, g: int) -> int:
@@ -111,6 +126,18 @@ def _factor(layer, config: NpuConfig) -> int:
 
 
 def _split(flow: Dataflow, layer: ConvLayer, g: int) -> list[ConvLayer]:
+    packed = f"{layer.name}.packed"
+    while packed in flow.refs:           # never shadow a graph tensor
+        packed += "_"
+    repack, conv = _layers(layer, g, packed)
+    flow.roots[packed] = Root(packed, repack.out_shape, "computed")
+    flow.refs[packed] = Ref(packed, root=True)
+    flow.shapes[packed] = repack.out_shape
+    return [repack, conv]
+
+
+def _layers(layer: ConvLayer, g: int, packed: str) -> list[ConvLayer]:
+    """The repack layer writing tensor ``packed`` and the convolution reading it."""
     n, ih, iw, cin = layer.in_shape
     _, oh, ow, cout = layer.out_shape
     kh, kw = layer.kernel
@@ -119,13 +146,7 @@ def _split(flow: Dataflow, layer: ConvLayer, g: int) -> list[ConvLayer]:
     kq = taps_per_row(kw, s, g)
     wq = ow + kq - 1
     lanes = g * cin
-    packed = f"{layer.name}.packed"
-    while packed in flow.refs:           # never shadow a graph tensor
-        packed += "_"
     shape = (n, ih, wq, lanes)
-    flow.roots[packed] = Root(packed, shape, "computed")
-    flow.refs[packed] = Ref(packed, root=True)
-    flow.shapes[packed] = shape
 
     select = np.zeros((lanes, 1, g, cin), dtype=np.int8)
     for dx in range(g):
