@@ -43,6 +43,7 @@ from hw.harness.verilator_env import (BUILD_JOBS, MAKE_OVERRIDES, VERILATOR_LINT
 
 TB_DIR = Path(__file__).resolve().parent / "tb"
 TB_TOP = TB_DIR / "tb_top.sv"
+WORKLOADS = Path(__file__).resolve().parent / "workloads.py"
 TOPLEVEL = "tb_top"
 TEST_MODULE = "hw.harness.tb.cocotb_run"
 # --x-initial 0: memories and registers start at zero (external memory past the loaded image
@@ -54,9 +55,10 @@ BUILD_FLAGS = (*VERILATOR_LINT_FLAGS, "-Wno-UNOPTFLAT", "--x-assign", "0", "--x-
 TB_FLAGS = ("--timing", "--timescale", "1ps/1ps")
 # GCC profile-guided optimisation of the model's C++: build instrumented, run the benchmark's
 # MATMUL-, VPU- and TABLE-bound programs (hw/harness/workloads.py, a few hundred thousand cycles
-# each), rebuild with the profile.  On the 16x16 NPU, 1000-rep MATMUL program: 79k vs 65k cycles/s
-# and CPU 6.3 s vs 7.6 s against the same flags without the profile (medians of 5 alternating
-# runs, loaded machine; PERFORMANCE.md, RTL simulation speed).  It doubles the build time, so
+# each), rebuild with the profile.  On the 16x16 NPU, 1000-rep MATMUL program, against the same
+# flags without the profile: 210k vs 164k cycles/s (load 3-5), 74k vs 60k and CPU 6.8 s vs 8.7 s
+# (load 5-9); VPU- and TABLE-bound programs 1.7x-1.8x (medians of alternating runs; the table and
+# the commands in PERFORMANCE.md, RTL simulation speed).  It doubles the build time, so
 # NPU_RTL_PGO=0 skips it (quicker turnaround while editing the RTL); waveform builds never use it.
 # -fprofile-partial-training: code the training did not reach stays optimised as at -O2.
 PGO_GENERATE = "-fprofile-generate"
@@ -168,7 +170,7 @@ def _source_key(config: NpuConfig, waves: bool) -> str:
     here = Path(__file__).resolve().parents[1]       # hw/: the RTL generators
     isa_dir = Path(isa.__file__).resolve().parent
     generators = [p for p in here.glob("*.py") if p.name not in _NOT_GENERATORS]
-    for path in sorted(generators + list(isa_dir.glob("*.py")) + [TB_TOP]):
+    for path in sorted(generators + list(isa_dir.glob("*.py")) + [TB_TOP, WORKLOADS]):
         h.update(str(path.name).encode())
         h.update(path.read_bytes())
     h.update(json.dumps({"config": config.to_dict(), "waves": waves, "amaranth": amaranth.__version__,
@@ -212,7 +214,9 @@ def build(config: NpuConfig, waves: bool = False, verbose: bool = False) -> Path
         "tb": hashlib.sha256(tb_text.encode()).hexdigest(),
         "config": config.to_dict(),
         "flags": list(BUILD_FLAGS) + list(TB_FLAGS) + list(MAKE_OVERRIDES),
-        "pgo": [PGO_GENERATE, PGO_USE, PGO_TRAINING] if _pgo(waves) else None,
+        # the training programs shape the profile, so their source is part of the key too
+        "pgo": [PGO_GENERATE, PGO_USE, PGO_TRAINING, hashlib.sha256(WORKLOADS.read_bytes()).hexdigest()]
+        if _pgo(waves) else None,
         "waves": waves,
     }, sort_keys=True)
     key = hashlib.sha256(key_src.encode()).hexdigest()[:16]

@@ -19,8 +19,9 @@ from pathlib import Path
 # warnings, which are fatal by default.
 VERILATOR_LINT_FLAGS = ("-Wno-WIDTH", "-Wno-CASEINCOMPLETE")
 # -O2 on the generated model runs ~2x faster than Verilator's default -Os.  OPT_GLOBAL=-O2 (the
-# Verilator runtime: scheduling, timing, VPI, run at every time step): 65k vs 61k cycles/s, CPU
-# 7.6 s vs 8.0 s (medians of 5 alternating runs, loaded machine; PERFORMANCE.md, RTL speed).
+# Verilator runtime: scheduling, timing, VPI, run at every time step): 164k vs 150k cycles/s
+# (load 3-5), 60k vs 53k and CPU 8.7 s vs 9.1 s (load 5-9), medians of alternating runs: within
+# the noise alone, kept because the profile-guided build (simulation.py) was measured with it.
 MAKE_OVERRIDES = ("CFG_CXXFLAGS_PCH_I=-include", "CFG_CXXFLAGS_COROUTINES=-fcoroutines", "OPT_FAST=-O2",
                   "OPT_GLOBAL=-O2")
 BUILD_JOBS = 2
