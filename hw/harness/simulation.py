@@ -3,7 +3,8 @@
 ``build(config)`` generates the NPU's Verilog, and builds it with hw/harness/tb/tb_top.sv (NPU plus
 external-memory model) into ``<build root>/rtl/<hash>/`` once: the hash covers the Verilog,
 the testbench, the configuration and the build options, so an unchanged design is never
-rebuilt (``NPU_BUILD_ROOT`` sets the build root, default ``./build``).  ``run_program``
+rebuilt (``NPU_BUILD_ROOT`` sets the build root, default ``./build``; ``NPU_RTL_PGO=0`` builds
+without the profile-guided step, at half the build time).  ``run_program``
 then runs one program per simulator process on that build: memory in through ``$readmemh``,
 out through ``$writememh``, the testbench idle while the NPU runs.
 
