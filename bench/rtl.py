@@ -1,6 +1,6 @@
 """RTL simulation speed and ISA-simulator/RTL cycle agreement (the 16x16 default NPU).
 
-Runs the long MATMUL-bound, VPU-bound and TABLE-bound programs of bench/rtl_programs.py on the Verilator model and on
+Runs the long MATMUL-bound, VPU-bound and TABLE-bound programs of hw/harness/workloads.py on the Verilator model and on
 the ISA simulator, and reports the simulated cycles per second of wall time of each (the RTL's
 simulation only, process start-up excluded; the ISA simulator's whole ``run``) and whether
 the cycle counts and memories agree.
@@ -9,8 +9,6 @@ from __future__ import annotations
 
 import time
 
-import numpy as np
-
 from bench.report import BenchContext, Column, Table
 from isa import DEFAULT_CONFIG
 from isa.program import Program
@@ -18,16 +16,8 @@ from isa.program import Program
 DESCRIPTION = "RTL (Verilator) simulation speed and its cycle agreement with the ISA simulator"
 
 
-def _memory(program: Program) -> bytes:
-    mem = bytearray(0x3C000)
-    image = program.memory_image({})
-    mem[:len(image)] = image
-    mem[0x10000:0x30000] = np.random.default_rng(0).integers(0, 256, 0x20000, dtype=np.uint8).tobytes()
-    return bytes(mem)
-
-
 def run(ctx: BenchContext) -> list[Table]:
-    from bench.rtl_programs import long_program, table_program, vector_program
+    from hw.harness.workloads import long_program, table_program, vector_program, workload_memory
     from hw.harness.simulation import build, run_program
     from sim.isa.sim import IsaSim
 
@@ -46,7 +36,7 @@ def run(ctx: BenchContext) -> list[Table]:
                                 ("TABLE-bound (int16 interpolated lookups)", table_program)):
         ctx.log(f"[rtl] {label}")
         program = Program(config, make_program(config, reps if make_program is long_program else reps // 10))
-        memory = _memory(program)
+        memory = workload_memory(program)
         rtl = run_program(program, memory, build_dir=build_dir)
         t = time.perf_counter()
         isa = IsaSim(config).run(program, memory)

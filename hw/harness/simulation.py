@@ -3,7 +3,8 @@
 ``build(config)`` generates the NPU's Verilog, and builds it with hw/harness/tb/tb_top.sv (NPU plus
 external-memory model) into ``<build root>/rtl/<hash>/`` once: the hash covers the Verilog,
 the testbench, the configuration and the build options, so an unchanged design is never
-rebuilt (``NPU_BUILD_ROOT`` sets the build root, default ``./build``).  ``run_program``
+rebuilt (``NPU_BUILD_ROOT`` sets the build root, default ``./build``; ``NPU_RTL_PGO=0`` builds
+without the profile-guided step, at half the build time).  ``run_program``
 then runs one program per simulator process on that build: memory in through ``$readmemh``,
 out through ``$writememh``, the testbench idle while the NPU runs.
 
@@ -14,8 +15,10 @@ are FST (``waves=True`` or ``WAVES=1``; they need their own build).
 Speed (PERFORMANCE.md, "RTL simulation speed"): tb_top generates the clock itself
 (``--timing``), so no VPI call happens per edge, and registers the reset, so no NPU logic
 depends combinationally on a top-level input (Verilator re-evaluates such logic at every
-time step).  Together 1.6x on the 16x16 NPU (69k -> 111k cycles/s, medians, loaded machine).
-What remains is the design's own evaluation, mostly the vector and TABLE units even when idle.
+time step).  Together 1.6x on the 16x16 NPU (69k -> 111k cycles/s, medians, loaded machine).  The C++ is
+then compiled profile-guided (PGO_GENERATE below: an instrumented build runs the benchmark's
+programs, the rebuild uses the profile), about 1.3x more.  What remains is the design's own
+evaluation, mostly the vector and TABLE units even when idle.
 """
 from __future__ import annotations
 
@@ -24,6 +27,7 @@ import hashlib
 import json
 import os
 import shutil
+import subprocess
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -35,10 +39,12 @@ from isa import dma
 from isa.config import NpuConfig
 from isa.instructions import ErrorCode
 from hw.csr import ADDR_WIDTH, UNITS, bit
-from hw.harness.verilator_env import BUILD_JOBS, MAKE_OVERRIDES, VERILATOR_LINT_FLAGS, setup_verilator_env
+from hw.harness.verilator_env import (BUILD_JOBS, MAKE_OVERRIDES, VERILATOR_LINT_FLAGS, setup_verilator_env,
+                                      verilator_env)
 
 TB_DIR = Path(__file__).resolve().parent / "tb"
 TB_TOP = TB_DIR / "tb_top.sv"
+WORKLOADS = Path(__file__).resolve().parent / "workloads.py"
 TOPLEVEL = "tb_top"
 TEST_MODULE = "hw.harness.tb.cocotb_run"
 # --x-initial 0: memories and registers start at zero (external memory past the loaded image
@@ -48,6 +54,17 @@ BUILD_FLAGS = (*VERILATOR_LINT_FLAGS, "-Wno-UNOPTFLAT", "--x-assign", "0", "--x-
 # cocotb's "step"): a clock driven by cocotb through VPI cost a callback and a value write per
 # edge, about a quarter of the run time.
 TB_FLAGS = ("--timing", "--timescale", "1ps/1ps")
+# GCC profile-guided optimisation of the model's C++: build instrumented, run the benchmark's
+# MATMUL-, VPU- and TABLE-bound programs (hw/harness/workloads.py, a few hundred thousand cycles
+# each), rebuild with the profile.  On the 16x16 NPU, 1000-rep MATMUL program, against the same
+# flags without the profile: 210k vs 164k cycles/s (load 3-5), 74k vs 60k and CPU 6.8 s vs 8.7 s
+# (load 5-9); VPU- and TABLE-bound programs 1.7x-1.8x (medians of alternating runs; the table and
+# the commands in PERFORMANCE.md, RTL simulation speed).  It doubles the build time, so
+# NPU_RTL_PGO=0 skips it (quicker turnaround while editing the RTL); waveform builds never use it.
+# -fprofile-partial-training: code the training did not reach stays optimised as at -O2.
+PGO_GENERATE = "-fprofile-generate"
+PGO_USE = "-fprofile-use -fprofile-partial-training -Wno-missing-profile"
+PGO_TRAINING = (("matmul", 100), ("vector", 20), ("table", 20))
 
 
 class RtlError(RuntimeError):
@@ -154,17 +171,22 @@ def _source_key(config: NpuConfig, waves: bool) -> str:
     here = Path(__file__).resolve().parents[1]       # hw/: the RTL generators
     isa_dir = Path(isa.__file__).resolve().parent
     generators = [p for p in here.glob("*.py") if p.name not in _NOT_GENERATORS]
-    for path in sorted(generators + list(isa_dir.glob("*.py")) + [TB_TOP]):
+    for path in sorted(generators + list(isa_dir.glob("*.py")) + [TB_TOP, WORKLOADS]):
         h.update(str(path.name).encode())
         h.update(path.read_bytes())
     h.update(json.dumps({"config": config.to_dict(), "waves": waves, "amaranth": amaranth.__version__,
-                         "flags": list(BUILD_FLAGS) + list(TB_FLAGS) + list(MAKE_OVERRIDES)},
-                         sort_keys=True).encode())
+                         "flags": list(BUILD_FLAGS) + list(TB_FLAGS) + list(MAKE_OVERRIDES),
+                         "pgo": _pgo(waves)}, sort_keys=True).encode())
     return h.hexdigest()[:24]
 
 
 _NOT_GENERATORS = {"__init__.py"}
-_BUILT: dict[tuple[NpuConfig, bool], Path] = {}
+
+
+def _pgo(waves: bool) -> bool:
+    """Whether builds are profile-guided (PGO_GENERATE above)."""
+    return not waves and os.environ.get("NPU_RTL_PGO", "1") != "0"
+_BUILT: dict[tuple[NpuConfig, bool, bool], Path] = {}
 
 
 def build(config: NpuConfig, waves: bool = False, verbose: bool = False) -> Path:
@@ -176,15 +198,15 @@ def build(config: NpuConfig, waves: bool = False, verbose: bool = False) -> Path
     """
     if config.mem_latency < 1:
         raise ValueError("the memory model needs mem_latency >= 1")
-    if (config, waves) in _BUILT:
-        return _BUILT[(config, waves)]
+    if (config, waves, _pgo(waves)) in _BUILT:
+        return _BUILT[(config, waves, _pgo(waves))]
     setup_verilator_env()
     root = build_root() / "rtl"
     index = root / "index" / _source_key(config, waves)
     if index.exists():
         out = root / index.read_text().strip()
         if (out / TOPLEVEL).exists():
-            _BUILT[(config, waves)] = out
+            _BUILT[(config, waves, _pgo(waves))] = out
             return out
     verilog_text = generate_verilog(config)
     tb_text = TB_TOP.read_text()
@@ -193,6 +215,9 @@ def build(config: NpuConfig, waves: bool = False, verbose: bool = False) -> Path
         "tb": hashlib.sha256(tb_text.encode()).hexdigest(),
         "config": config.to_dict(),
         "flags": list(BUILD_FLAGS) + list(TB_FLAGS) + list(MAKE_OVERRIDES),
+        # the training programs shape the profile, so their source is part of the key too
+        "pgo": [PGO_GENERATE, PGO_USE, PGO_TRAINING, hashlib.sha256(WORKLOADS.read_bytes()).hexdigest()]
+        if _pgo(waves) else None,
         "waves": waves,
     }, sort_keys=True)
     key = hashlib.sha256(key_src.encode()).hexdigest()[:16]
@@ -204,7 +229,7 @@ def build(config: NpuConfig, waves: bool = False, verbose: bool = False) -> Path
             _verilate(config, verilog_text, tb_text, root, key, waves, verbose)
     index.parent.mkdir(exist_ok=True)
     index.write_text(key)
-    _BUILT[(config, waves)] = out
+    _BUILT[(config, waves, _pgo(waves))] = out
     return out
 
 
@@ -214,14 +239,16 @@ def _verilate(config, verilog_text, tb_text, root: Path, key: str, waves: bool, 
         (tmp / "npu.v").write_text(verilog_text)
         (tmp / "tb_top.sv").write_text(tb_text)
         (tmp / "config.json").write_text(config.to_json())
+        pgo = _pgo(waves)
         runner = _runner()
+        setup_verilator_env(opt_extra=PGO_GENERATE if pgo else "")
         try:
             runner.build(
                 sources=[tmp / "npu.v", tmp / "tb_top.sv"],
                 hdl_toplevel=TOPLEVEL,
                 build_dir=tmp,
                 build_args=list(BUILD_FLAGS) + list(TB_FLAGS) + ["-j", str(BUILD_JOBS)]
-                + (_fst_args(tmp) if waves else []),
+                + (_fst_args(tmp) if waves else []) + (["-LDFLAGS", PGO_GENERATE] if pgo else []),
                 parameters=_parameters(config),
                 waves=waves,
                 verbose=verbose,
@@ -230,6 +257,10 @@ def _verilate(config, verilog_text, tb_text, root: Path, key: str, waves: bool, 
         except (RuntimeError, SystemExit) as e:
             log = (tmp / "build.log").read_text()[-4000:] if (tmp / "build.log").exists() else ""
             raise RtlError(f"Verilator build failed: {e}\n{log}") from None
+        finally:
+            setup_verilator_env()
+        if pgo:
+            _train_and_rebuild(config, tmp)
         # Keep only what runs need: the compiler's intermediates are ~170 MB for 16x16.
         keep = {TOPLEVEL, "npu.v", "tb_top.sv", "config.json", "build.log"}
         for item in tmp.iterdir():
@@ -239,6 +270,26 @@ def _verilate(config, verilog_text, tb_text, root: Path, key: str, waves: bool, 
     finally:
         if tmp.exists():
             shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _train_and_rebuild(config: NpuConfig, build_dir: Path) -> None:
+    """Run the training programs on the instrumented model in ``build_dir`` (each object file's
+    profile lands beside it), then compile the C++ again with the profile."""
+    from isa.program import Program
+
+    from hw.harness.workloads import PROGRAMS, workload_memory
+
+    for name, reps in PGO_TRAINING:
+        program = Program(config, PROGRAMS[name](config, reps))
+        run_program(program, workload_memory(program), build_dir=build_dir)
+    for item in build_dir.iterdir():
+        if item.suffix in (".o", ".a", ".gch") or item.name == TOPLEVEL:
+            item.unlink()
+    with open(build_dir / "build.log", "a") as log:
+        done = subprocess.run(["make", "-C", str(build_dir), "-f", "Vtop.mk", f"-j{BUILD_JOBS}"],
+                              env=verilator_env(opt_extra=PGO_USE), stdout=log, stderr=subprocess.STDOUT)
+    if done.returncode != 0:
+        raise RtlError(f"profile-guided rebuild failed:\n{_tail(build_dir / 'build.log', 4000)}")
 
 
 def _fst_args(build_dir: Path) -> list[str]:
