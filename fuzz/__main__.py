@@ -40,8 +40,17 @@ def save(kind: str, data: bytes, why: str, corpus: Path = CORPUS) -> Path:
     return path
 
 
-def campaign(kind: str, count: int, seed: int, corpus: Path | None = CORPUS, log=print) -> dict:
-    """Run ``count`` mutants of ``kind``; returns the counts (and saves findings to ``corpus``)."""
+PROGRESS_SECONDS = 60      # a campaign of 10,000 slow inputs runs for hours: say how far it got
+
+
+def _say(line: str) -> None:
+    print(line, flush=True)     # seen as it happens, also when stdout is a file
+
+
+def campaign(kind: str, count: int, seed: int, corpus: Path | None = CORPUS, log=_say,
+             progress: float = PROGRESS_SECONDS) -> dict:
+    """Run ``count`` mutants of ``kind``; returns the counts (and saves findings to ``corpus``).
+    Every ``progress`` seconds ``log`` gets a line with the inputs run so far and their outcomes."""
     target = TARGETS[kind]
     preload()
     rng = random.Random(f"{kind}:{seed}")
@@ -49,7 +58,13 @@ def campaign(kind: str, count: int, seed: int, corpus: Path | None = CORPUS, log
     outcomes: Counter = Counter()
     findings = []
     start = time.perf_counter()
+    shown = start
     for i in range(count):
+        now = time.perf_counter()
+        if i and now - shown >= progress:
+            shown = now
+            log(f"  {kind}: {i} of {count} inputs in {now - start:.0f} s, outcomes {dict(outcomes)}, "
+                f"{len(findings)} findings")
         data = target.mutant(rng.choice(seeds), rng)
         verdict = run_one(target, data)
         outcomes["exit %s" % verdict.code if verdict.ok else "finding"] += 1

@@ -37,6 +37,15 @@ def test_short_fixed_seed_run(kind):
     assert not result["findings"], result["findings"]
 
 
+def test_a_campaign_reports_its_progress():
+    """A long campaign says how far it got while it runs (one line per ``progress`` seconds),
+    not only at the end: a 10,000-input OpenVINO campaign takes hours on two cores."""
+    lines = []
+    result = campaign("config", 3, seed=1, corpus=None, log=lines.append, progress=0)
+    assert [line.split(" inputs")[0].strip() for line in lines] == ["config: 1 of 3", "config: 2 of 3"]
+    assert result["inputs"] == 3
+
+
 def _spin() -> int:
     while True:
         pass
