@@ -28,12 +28,10 @@ timestamps, and both converters write the same bytes for the same model.
 """
 from __future__ import annotations
 
-import io
 import json
 import shutil
 import subprocess
 import sys
-import zipfile
 from pathlib import Path
 
 import numpy as np
@@ -43,15 +41,8 @@ FAMILIES = ROOT / "tests" / "fixtures" / "tflite" / "families"
 OV_OUT = ROOT / "tests" / "fixtures" / "openvino" / "families"
 NNEF_OUT = ROOT / "tests" / "fixtures" / "nnef" / "families"
 
-
-def save_npz(path: Path, arrays: dict[str, np.ndarray]) -> None:
-    """``np.savez`` with fixed zip timestamps, so the bytes are reproducible."""
-    with zipfile.ZipFile(path, "w", compression=zipfile.ZIP_DEFLATED) as zf:
-        for name, arr in arrays.items():
-            buf = io.BytesIO()
-            np.save(buf, np.ascontiguousarray(arr), allow_pickle=False)
-            zf.writestr(zipfile.ZipInfo(f"{name}.npy", date_time=(1980, 1, 1, 0, 0, 0)),
-                        buf.getvalue(), compress_type=zipfile.ZIP_DEFLATED)
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from make_openvino_fixtures import save_npz  # noqa: E402  (reproducible .npz bytes: one writer)
 
 
 def last_line(text: str) -> str:
