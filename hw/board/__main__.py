@@ -26,11 +26,15 @@ def main(argv=None) -> int:
     b.add_argument("--freq", type=float, help="design clock in MHz (default: ulx3s 50, icebreaker 24)")
     b.add_argument("--mem-kib", type=int, help="board memory in KiB, a power of two "
                    "(default: ulx3s 128, icebreaker 8)")
+    b.add_argument("--nextpnr-opts", default="", metavar="OPTS",
+                   help="extra nextpnr options, e.g. \"--router router2\" (nextpnr's faster router "
+                   "for large designs)")
     b.add_argument("--out", type=Path, default=Path("build/board"), help="build root (default build/board)")
     args = parser.parse_args(argv)
     try:
         report = build_board(args.board, args.config, args.design, args.freq,
-                             args.mem_kib * 1024 if args.mem_kib else None, args.out)
+                             args.mem_kib * 1024 if args.mem_kib else None, args.out,
+                             nextpnr_opts=args.nextpnr_opts)
     except ValueError as e:
         print(f"error: {e}", file=sys.stderr)
         return 3

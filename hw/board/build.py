@@ -108,8 +108,11 @@ def tool_env(base: dict | None = None) -> dict:
 
 def build_board(board: str, config_name: str | None = None, design: str = "npu",
                 freq_mhz: float | None = None, mem_bytes: int | None = None,
-                root: Path = Path("build/board"), log=print) -> BuildReport:
-    """Build the bitstream of ``design`` for ``board``; returns the report, BuildError if it fails."""
+                root: Path = Path("build/board"), log=print, nextpnr_opts: str = "") -> BuildReport:
+    """Build the bitstream of ``design`` for ``board``; returns the report, BuildError if it fails.
+
+    ``nextpnr_opts`` is added to nextpnr's command line (e.g. ``--router router2``).
+    """
     if board not in BOARDS:
         raise ValueError(f"unknown board {board!r} (choose from {', '.join(BOARDS)})")
     spec = BOARDS[board]
@@ -131,7 +134,7 @@ def build_board(board: str, config_name: str | None = None, design: str = "npu",
     env = tool_env()
     os.environ["AMARANTH_USE_YOSYS"] = env["AMARANTH_USE_YOSYS"]   # elaboration uses Amaranth's own Yosys
     start = time.monotonic()
-    plan = spec.platform().prepare(top, name=NAME, nextpnr_opts="--report report.json --timing-allow-fail")
+    plan = spec.platform().prepare(top, name=NAME, nextpnr_opts=f"--report report.json --timing-allow-fail {nextpnr_opts}".strip())
     plan.extract(directory)
     for stale in ("report.json", f"{NAME}.bit", f"{NAME}.bin"):
         (directory / stale).unlink(missing_ok=True)
