@@ -116,11 +116,11 @@ def synth(out_dir: Path, timeout: float, target: str = "ecp5") -> dict:
         next(iter(stat["modules"].values()))["num_cells_by_type"]
     if target == "ice40":
         # An iCE40 logic cell holds one LUT4, one flip-flop and one carry: a design needs at
-        # least max(LUTs, FFs) cells (more where a carry's LUT input cannot be shared).
+        # least max(LUTs, FFs, carries) cells (more where the packer cannot pair them).
         luts = cells.get("SB_LUT4", 0)
         ffs = sum(n for c, n in cells.items() if c.startswith("SB_DFF"))
         return {"luts": luts, "ffs": ffs, "carries": cells.get("SB_CARRY", 0),
-                "lcs_at_least": max(luts, ffs), "dsps": cells.get("SB_MAC16", 0),
+                "lcs_at_least": max(luts, ffs, cells.get("SB_CARRY", 0)), "dsps": cells.get("SB_MAC16", 0),
                 "brams": cells.get("SB_RAM40_4K", 0) + cells.get("SB_SPRAM256KA", 0)}
     return {"luts": cells.get("LUT4", 0) + 2 * cells.get("CCU2C", 0),
             "ffs": sum(n for c, n in cells.items() if c.startswith("TRELLIS_FF")),
