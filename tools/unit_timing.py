@@ -15,6 +15,13 @@ nextpnr's JSON report) and prints, per unit, Fmax, LUTs, DSPs, and the worst pat
 logic levels and its start and end cells.  ``--no-pnr`` stops after Yosys (resources only); ``--no-route`` stops after placement and
 reports nextpnr's estimate there (no path report: nextpnr names paths only after routing).
 The worst path's ``through`` lists the hw/ source lines its nets were defined at, in order.
+
+``--target ice40`` counts resources for the iCE40 UP5K instead (``synth_ice40 -dsp``: LUT4s,
+flip-flops, carries, SB_MAC16, block RAMs; no place and route), and ``--bare`` synthesizes
+the unit without the port registers, so that its flip-flops are its own: together they give
+the per-unit logic-cell account of a configuration against the UP5K's 5,280 cells::
+
+    python tools/unit_timing.py --config up5k --target ice40 --bare --unit sequencer --unit vpu
 """
 from __future__ import annotations
 
@@ -86,18 +93,20 @@ class Registered(Elaboratable):
         return m
 
 
-def elaborate(unit_name: str, cfg, out_dir: Path) -> Path:
-    top = Registered(_units(cfg)[unit_name]())
+def elaborate(unit_name: str, cfg, out_dir: Path, bare: bool = False) -> Path:
+    unit = _units(cfg)[unit_name]()
+    top = unit if bare else Registered(unit)
     out_dir.mkdir(parents=True, exist_ok=True)
     path = out_dir / "unit.il"
-    path.write_text(rtlil.convert(top, name="top", ports=top.ports))
+    path.write_text(rtlil.convert(top, name="top", ports=None if bare else top.ports))
     return path
 
 
-def synth(out_dir: Path, timeout: float) -> dict:
+def synth(out_dir: Path, timeout: float, target: str = "ecp5") -> dict:
+    """Yosys's vendor script on ``unit.il``; the unit's cells by kind (LUTs count carry cells)."""
     script = "\n".join([
         "read_rtlil unit.il",
-        "synth_ecp5 -top top",
+        "synth_ecp5 -top top" if target == "ecp5" else "synth_ice40 -dsp -top top",
         "tee -q -o stat.json stat -json",
         "write_json netlist.json",
     ]) + "\n"
@@ -105,6 +114,14 @@ def synth(out_dir: Path, timeout: float) -> dict:
     stat = json.loads((out_dir / "stat.json").read_text())
     cells = stat["modules"]["\\top"]["num_cells_by_type"] if "\\top" in stat["modules"] else \
         next(iter(stat["modules"].values()))["num_cells_by_type"]
+    if target == "ice40":
+        # An iCE40 logic cell holds one LUT4, one flip-flop and one carry: a design needs at
+        # least max(LUTs, FFs, carries) cells (more where the packer cannot pair them).
+        luts = cells.get("SB_LUT4", 0)
+        ffs = sum(n for c, n in cells.items() if c.startswith("SB_DFF"))
+        return {"luts": luts, "ffs": ffs, "carries": cells.get("SB_CARRY", 0),
+                "lcs_at_least": max(luts, ffs, cells.get("SB_CARRY", 0)), "dsps": cells.get("SB_MAC16", 0),
+                "brams": cells.get("SB_RAM40_4K", 0) + cells.get("SB_SPRAM256KA", 0)}
     return {"luts": cells.get("LUT4", 0) + 2 * cells.get("CCU2C", 0),
             "ffs": sum(n for c, n in cells.items() if c.startswith("TRELLIS_FF")),
             "dsps": cells.get("MULT18X18D", 0)}
@@ -157,6 +174,10 @@ def main(argv=None) -> int:
     p.add_argument("--config", default="small", choices=sorted(NAMED_CONFIGS))
     p.add_argument("--unit", action="append", required=True, help="checker, checker_whole, precheck, loop, sequencer, dma, mxu, vpu, table, csrs")
     p.add_argument("--freq", type=float, default=100.0)
+    p.add_argument("--target", choices=("ecp5", "ice40"), default="ecp5",
+                   help="ice40: synth_ice40 -dsp, resources only (implies --no-pnr)")
+    p.add_argument("--bare", action="store_true",
+                   help="the unit without port registers (for resource counts: its FFs are its own)")
     p.add_argument("--no-pnr", action="store_true")
     p.add_argument("--no-route", action="store_true",
                    help="place only: nextpnr's estimate after placement (minutes faster on large units)")
@@ -165,10 +186,11 @@ def main(argv=None) -> int:
     args = p.parse_args(argv)
     cfg = NAMED_CONFIGS[args.config]
     for name in args.unit:
-        out_dir = Path(args.out) / f"{args.config}-{name}"
-        elaborate(name, cfg, out_dir)
-        row = {"unit": name, **synth(out_dir, args.timeout)}
-        if not args.no_pnr:
+        suffix = ("-ice40" if args.target == "ice40" else "") + ("-bare" if args.bare else "")
+        out_dir = Path(args.out) / f"{args.config}-{name}{suffix}"
+        elaborate(name, cfg, out_dir, bare=args.bare)
+        row = {"unit": name, "target": args.target, **synth(out_dir, args.timeout, args.target)}
+        if not args.no_pnr and args.target == "ecp5":
             row.update(pnr(out_dir, args.freq, args.timeout, route=not args.no_route))
         (out_dir / "result.json").write_text(json.dumps(row, indent=1) + "\n")
         print(json.dumps(row), flush=True)

@@ -25,7 +25,7 @@ def main(argv=None) -> int:
                    help="npu: the whole NPU; bridge: bring-up image (bridge and memory, no NPU)")
     b.add_argument("--freq", type=float, help="design clock in MHz (default: ulx3s 50, icebreaker 24)")
     b.add_argument("--mem-kib", type=int, help="board memory in KiB, a power of two "
-                   "(default: ulx3s 128, icebreaker 8)")
+                   "(default: ulx3s 32 with the NPU, 128 for the bridge; icebreaker 8)")
     b.add_argument("--nextpnr-opts", default="", metavar="OPTS",
                    help="extra nextpnr options, e.g. \"--router router2\" (nextpnr's faster router "
                    "for large designs)")
