@@ -25,6 +25,12 @@ rows' tiles, so one block ahead keeps pace.  The piece ahead is emitted after th
 first MATMUL because that MATMUL waits for the DMA to be idle (its own piece loaded), and a
 piece issued before it would lengthen that wait by its whole load.
 
+The next step's input window, when it goes to another ASRAM slot, is emitted ahead too:
+after the ACT of the step's block before last (an ACT and an input load both write ASRAM,
+one write port: the load fits between two ACTs), or after the first MATMUL of its last block
+when no ACT follows (a reduction group that is not a block's last).  Emitted at the start of
+its own step, it waited for the last block's ACT and store, and the array for it.
+
 Instructions come out in this natural order with no wait masks; the scheduler reorders
 them for overlap and sets the waits from their footprints.
 """
@@ -96,7 +102,8 @@ def lower_conv(plan: ConvPlan, ext: ExtPlan, config: NpuConfig, index: int) -> l
         steps = [(o, t) for t in range(len(tiles)) for o in range(plan.ogroups)]
     else:
         steps = [(o, t) for o in range(plan.ogroups) for t in range(len(tiles))]
-    uses = _weight_uses(plan, steps)
+    uses = _uses(plan, steps)
+    inputs_done: set[int] = set()               # steps whose input window is emitted
     pieces = _weight_pieces(plan, uses)
     emitted = 0                                  # weight pieces emitted so far
 
@@ -116,6 +123,25 @@ def lower_conv(plan: ConvPlan, ext: ExtPlan, config: NpuConfig, index: int) -> l
             ops.append(weight_load(*pieces[emitted]))
             emitted += 1
 
+    def emit_input(u: int) -> None:
+        """Step ``u``'s input window, unless its slot holds it or it is emitted already."""
+        use = uses[u]
+        if use.in_resident or u in inputs_done:
+            return
+        inputs_done.add(u)
+        t, grp = tiles[use.ti], use.group
+        win = Window(base=src.word(t.n, grp.cb0, 0, 0), height=ih, width=iw,
+                     line_bytes=src.strides[2], plane_bytes=src.strides[1],
+                     pad_top=pad_top, pad_left=pad_left, row0=t.oy * sy, row_step=step,
+                     rows=plan.in_rows(t.th), col0=t.ox * sx, cols=plan.in_cols(t.tw), planes=grp.ncb)
+        ops.extend(load_window(config, index, win, use.in_slot * plan.in_slot_rows, fill_addr,
+                               layer.input_zp))
+
+    def emit_input_ahead(u: int) -> None:
+        """The next step's input window, if no step from this one on reads its slot."""
+        if u + 1 < len(uses) and uses[u + 1].in_prev_reader < u:
+            emit_input(u + 1)
+
     def weight_load(u: int, j: int) -> Op:
         """DMA_LOAD of output block ``j`` of use ``u``'s weight group into its WSRAM slot."""
         use = uses[u]
@@ -127,7 +153,7 @@ def lower_conv(plan: ConvPlan, ext: ExtPlan, config: NpuConfig, index: int) -> l
                   ext_addr=w_base + ((ob * plan.wcb + w_cb) * taps + grp.tap0) * tile_bytes,
                   len0=per_block, len1=1, len2=1)
 
-    inputs, params = Ring(plan.in_slots), Ring(plan.w_slots)
+    params = Ring(plan.w_slots)
     acc_next = out_next = 0
     ops: list[Op] = []
     u = -1
@@ -148,14 +174,8 @@ def lower_conv(plan: ConvPlan, ext: ExtPlan, config: NpuConfig, index: int) -> l
         groups = plan.reduction_groups(blocks[0])    # depthwise: og == 1, the block's own input
         for g, grp in enumerate(groups):
             u += 1
-            islot, resident = inputs.use((ti, grp.cb0))
-            a_base = islot * plan.in_slot_rows
-            if not resident:
-                win = Window(base=src.word(t.n, grp.cb0, 0, 0), height=ih, width=iw,
-                             line_bytes=src.strides[2], plane_bytes=src.strides[1],
-                             pad_top=pad_top, pad_left=pad_left, row0=t.oy * sy, row_step=step, rows=rows,
-                             col0=t.ox * sx, cols=cols_in, planes=grp.ncb)
-                ops += load_window(config, index, win, a_base, fill_addr, layer.input_zp)
+            a_base = uses[u].in_slot * plan.in_slot_rows
+            emit_input(u)
             w_slot = uses[u].slot * plan.w_slot_rows
             per_block = grp.ncb * grp.ntap * lanes   # WSRAM rows of one output block in this slot
             for j, ob in enumerate(blocks):
@@ -173,6 +193,8 @@ def lower_conv(plan: ConvPlan, ext: ExtPlan, config: NpuConfig, index: int) -> l
                             a_zp=layer.input_zp, w_zp=layer.weight_zp))
                         if c == 0 and k == 0:
                             emit_ahead(u)
+                            if j == len(blocks) - 1 and (len(blocks) == 1 or g < plan.groups - 1):
+                                emit_input_ahead(u)
                 if g == plan.groups - 1:       # block complete: free its ACC slot at once
                     out_row = plan.asram_out_base + (out_next % plan.out_slots) * pixels
                     out_next += 1
@@ -180,6 +202,8 @@ def lower_conv(plan: ConvPlan, ext: ExtPlan, config: NpuConfig, index: int) -> l
                                   param_addr=p_row + j * PARAM_ROWS, out_zp=layer.output_zp,
                                   clamp_min=layer.clamp[0], clamp_max=layer.clamp[1],
                                   scale32=int(layer.scale32), double_round=int(layer.double_round)))
+                    if j == len(blocks) - 2:
+                        emit_input_ahead(u)
                     ops.append(op("DMA_STORE", sram=Sram.ASRAM, sram_addr=out_row,
                                   ext_addr=dst.word(t.n, ob, t.oy, t.ox),
                                   len0=t.tw, len1=t.th, len2=1, stride1=dst.strides[2]))
@@ -187,31 +211,40 @@ def lower_conv(plan: ConvPlan, ext: ExtPlan, config: NpuConfig, index: int) -> l
 
 
 @dataclass(frozen=True)
-class WeightUse:
-    """One (weight group, reduction group) step's weights: its WSRAM slot, whether the slot
-    already holds them, and the last earlier use that reads the same slot (-1: none)."""
+class Use:
+    """One (weight group, tile, reduction group) step: its WSRAM slot and input slot, whether
+    each already holds what the step reads, and the last earlier step that reads the same
+    slot (-1: none)."""
 
     o: int
+    ti: int
     group: ReductionGroup
     slot: int
     resident: bool
     prev_reader: int
+    in_slot: int
+    in_resident: bool
+    in_prev_reader: int
 
 
-def _weight_uses(plan: ConvPlan, steps: list[tuple[int, int]]) -> list[WeightUse]:
-    """The weight uses in emission order, their slots given by a ring of ``w_slots``."""
-    ring = Ring(plan.w_slots)
-    last_reader: dict[int, int] = {}
+def _uses(plan: ConvPlan, steps: list[tuple[int, int]]) -> list[Use]:
+    """The steps in emission order, their slots given by rings of ``w_slots`` and
+    ``in_slots``."""
+    weights, inputs = Ring(plan.w_slots), Ring(plan.in_slots)
+    last_w: dict[int, int] = {}
+    last_in: dict[int, int] = {}
     uses = []
-    for o, _ in steps:
+    for o, ti in steps:
         for g, grp in enumerate(plan.reduction_groups(o * plan.og)):
-            slot, resident = ring.use((o, g))
-            uses.append(WeightUse(o, grp, slot, resident, last_reader.get(slot, -1)))
-            last_reader[slot] = len(uses) - 1
+            slot, resident = weights.use((o, g))
+            in_slot, in_resident = inputs.use((ti, grp.cb0))
+            uses.append(Use(o, ti, grp, slot, resident, last_w.get(slot, -1),
+                            in_slot, in_resident, last_in.get(in_slot, -1)))
+            last_w[slot] = last_in[in_slot] = len(uses) - 1
     return uses
 
 
-def _weight_pieces(plan: ConvPlan, uses: list[WeightUse]) -> list[tuple[int, int]]:
+def _weight_pieces(plan: ConvPlan, uses: list[Use]) -> list[tuple[int, int]]:
     """(use, output block within its group) of every weight DMA_LOAD, in emission order: one
     per output block, so that a group's weights stream in while the array works on the
     previous blocks and the DMA is never tied up long enough to hold back the stores."""
