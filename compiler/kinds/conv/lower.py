@@ -3,20 +3,40 @@
 For every (weight group, output tile) step of the plan's loop order:
 
 1. DMA_LOAD the tile's input window into an ASRAM input slot (padding folded into the pad
-   fields, pad value = input zero point), unless the slot still holds it;
-2. DMA_LOAD the group's weights into a WSRAM slot and its bias/multiplier/shift rows into a
-   PSRAM slot, unless resident;
-3. for every output-channel block, one MATMUL per (input-channel block, kernel tap) -- a
+   fields, pad value = input zero point), unless the slot still holds it, and the group's
+   bias/multiplier/shift rows into a PSRAM slot, unless resident;
+2. for every output-channel block, one MATMUL per (input-channel block, kernel tap) -- a
    depthwise layer's block per kernel tap of its own input block (diagonal weight tiles): the
    2-D loop of the MATMUL walks the tile's output pixels (``n0`` columns with input stride
    ``stride_x``, ``n1`` rows), accumulating into the block's ACC slot;
-4. per output-channel block, once its last MATMUL is emitted, one ACT (bias, RESCALE, zero point, clamp) into an ASRAM output
+3. per output-channel block, once its last MATMUL is emitted, one ACT (bias, RESCALE, zero point, clamp) into an ASRAM output
    slot and one DMA_STORE of the tile's bricks.
+
+Weights are loaded one output block at a time (one DMA_LOAD per block of a group not
+resident in its WSRAM slot), one block ahead: after the first MATMUL of a block comes the
+load of the next block's weights, whether of this group or of the next one in the other
+slot, once every MATMUL reading that slot is emitted.  The machine issues in order and the
+DMA takes a command only when idle, so a whole group's weights in one load (4,096 cycles
+for eight blocks at 32x32) held back every store and so every ACT behind them, and the
+next group's weights, loaded once this group's stores were out, waited in full: ResNet-50's
+stage-5 layers ran at the sum of their weight DMA and their MATMULs.  A block's load takes
+``rows per block`` cycles and its MATMULs ``max(pixels, array rows)`` for each of those
+rows' tiles, so one block ahead keeps pace.  The piece ahead is emitted after the block's
+first MATMUL because that MATMUL waits for the DMA to be idle (its own piece loaded), and a
+piece issued before it would lengthen that wait by its whole load.
+
+The next step's input window, when it goes to another ASRAM slot, is emitted ahead too:
+after the ACT of the step's block before last (an ACT and an input load both write ASRAM,
+one write port: the load fits between two ACTs), or after the first MATMUL of its last block
+when no ACT follows (a reduction group that is not a block's last).  Emitted at the start of
+its own step, it waited for the last block's ACT and store, and the array for it.
 
 Instructions come out in this natural order with no wait masks; the scheduler reorders
 them for overlap and sets the waits from their footprints.
 """
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 from isa.config import NpuConfig
 from isa.instructions import Sram
@@ -26,7 +46,7 @@ from compiler.core.dma import Window, fill_name, load_window
 from compiler.kinds.conv.fully_connected import FcPlan, lower_fc
 from compiler.kinds.conv.im2col import Im2colPlan, lower as lower_im2col
 from compiler.program.memplan import ExtPlan
-from compiler.kinds.conv.plan import ConvPlan
+from compiler.kinds.conv.plan import ConvPlan, ReductionGroup
 from compiler.kinds.conv.weights import PARAM_ROWS
 
 
@@ -82,9 +102,61 @@ def lower_conv(plan: ConvPlan, ext: ExtPlan, config: NpuConfig, index: int) -> l
         steps = [(o, t) for t in range(len(tiles)) for o in range(plan.ogroups)]
     else:
         steps = [(o, t) for o in range(plan.ogroups) for t in range(len(tiles))]
-    inputs, weights, params = Ring(plan.in_slots), Ring(plan.w_slots), Ring(plan.w_slots)
+    uses = _uses(plan, steps)
+    inputs_done: set[int] = set()               # steps whose input window is emitted
+    pieces = _weight_pieces(plan, uses)
+    emitted = 0                                  # weight pieces emitted so far
+
+    def emit_needed(u: int, j: int) -> None:
+        """The weight pieces up to use ``u``'s block ``j``: its MATMULs read them."""
+        nonlocal emitted
+        while emitted < len(pieces) and pieces[emitted] <= (u, j):
+            ops.append(weight_load(*pieces[emitted]))
+            emitted += 1
+
+    def emit_ahead(u: int) -> None:
+        """The next piece, if every reader of its slot is emitted: it loads while this
+        block's MATMULs run.  Emitted after the block's first MATMUL, which waits for the
+        DMA to finish this block's own piece, so that wait does not include the next one."""
+        nonlocal emitted
+        if emitted < len(pieces) and uses[pieces[emitted][0]].prev_reader < u:
+            ops.append(weight_load(*pieces[emitted]))
+            emitted += 1
+
+    def emit_input(u: int) -> None:
+        """Step ``u``'s input window, unless its slot holds it or it is emitted already."""
+        use = uses[u]
+        if use.in_resident or u in inputs_done:
+            return
+        inputs_done.add(u)
+        t, grp = tiles[use.ti], use.group
+        win = Window(base=src.word(t.n, grp.cb0, 0, 0), height=ih, width=iw,
+                     line_bytes=src.strides[2], plane_bytes=src.strides[1],
+                     pad_top=pad_top, pad_left=pad_left, row0=t.oy * sy, row_step=step,
+                     rows=plan.in_rows(t.th), col0=t.ox * sx, cols=plan.in_cols(t.tw), planes=grp.ncb)
+        ops.extend(load_window(config, index, win, use.in_slot * plan.in_slot_rows, fill_addr,
+                               layer.input_zp))
+
+    def emit_input_ahead(u: int) -> None:
+        """The next step's input window, if no step from this one on reads its slot."""
+        if u + 1 < len(uses) and uses[u + 1].in_prev_reader < u:
+            emit_input(u + 1)
+
+    def weight_load(u: int, j: int) -> Op:
+        """DMA_LOAD of output block ``j`` of use ``u``'s weight group into its WSRAM slot."""
+        use = uses[u]
+        grp = use.group
+        per_block = grp.ncb * grp.ntap * lanes
+        ob = use.o * plan.og + j
+        w_cb = 0 if plan.depthwise else grp.cb0     # tile order (weights.py): [ob][cb][tap]
+        return op("DMA_LOAD", sram=Sram.WSRAM, sram_addr=use.slot * plan.w_slot_rows + j * per_block,
+                  ext_addr=w_base + ((ob * plan.wcb + w_cb) * taps + grp.tap0) * tile_bytes,
+                  len0=per_block, len1=1, len2=1)
+
+    params = Ring(plan.w_slots)
     acc_next = out_next = 0
     ops: list[Op] = []
+    u = -1
     for o, ti in steps:
         t = tiles[ti]
         blocks = range(o * plan.og, min(plan.cbo, (o + 1) * plan.og))
@@ -101,25 +173,13 @@ def lower_conv(plan: ConvPlan, ext: ExtPlan, config: NpuConfig, index: int) -> l
                           len0=len(blocks) * PARAM_ROWS * wpr, len1=1, len2=1))
         groups = plan.reduction_groups(blocks[0])    # depthwise: og == 1, the block's own input
         for g, grp in enumerate(groups):
-            islot, resident = inputs.use((ti, grp.cb0))
-            a_base = islot * plan.in_slot_rows
-            if not resident:
-                win = Window(base=src.word(t.n, grp.cb0, 0, 0), height=ih, width=iw,
-                             line_bytes=src.strides[2], plane_bytes=src.strides[1],
-                             pad_top=pad_top, pad_left=pad_left, row0=t.oy * sy, row_step=step, rows=rows,
-                             col0=t.ox * sx, cols=cols_in, planes=grp.ncb)
-                ops += load_window(config, index, win, a_base, fill_addr, layer.input_zp)
-            wslot, resident = weights.use((o, g))
-            w_slot = wslot * plan.w_slot_rows
+            u += 1
+            a_base = uses[u].in_slot * plan.in_slot_rows
+            emit_input(u)
+            w_slot = uses[u].slot * plan.w_slot_rows
             per_block = grp.ncb * grp.ntap * lanes   # WSRAM rows of one output block in this slot
-            if not resident:
-                # Tile order (weights.py): [ob][input block of ob][tap]; a depthwise block has one.
-                w_cb = 0 if plan.depthwise else grp.cb0
-                ops.append(op("DMA_LOAD", sram=Sram.WSRAM, sram_addr=w_slot,
-                              ext_addr=w_base + ((blocks[0] * plan.wcb + w_cb) * taps + grp.tap0) * tile_bytes,
-                              len0=per_block, len1=len(blocks), len2=1,
-                              stride1=plan.wcb * taps * tile_bytes))
             for j, ob in enumerate(blocks):
+                emit_needed(u, j)
                 for c in range(grp.ncb):
                     for k, tap in enumerate(range(grp.tap0, grp.tap0 + grp.ntap)):
                         ky, kx = divmod(tap, kw)
@@ -131,6 +191,10 @@ def lower_conv(plan: ConvPlan, ext: ExtPlan, config: NpuConfig, index: int) -> l
                             w_addr=w_slot + j * per_block + (c * grp.ntap + k) * lanes,
                             acc_addr=acc_of[ob], accumulate=0 if first else 1,
                             a_zp=layer.input_zp, w_zp=layer.weight_zp))
+                        if c == 0 and k == 0:
+                            emit_ahead(u)
+                            if j == len(blocks) - 1 and (len(blocks) == 1 or g < plan.groups - 1):
+                                emit_input_ahead(u)
                 if g == plan.groups - 1:       # block complete: free its ACC slot at once
                     out_row = plan.asram_out_base + (out_next % plan.out_slots) * pixels
                     out_next += 1
@@ -138,7 +202,51 @@ def lower_conv(plan: ConvPlan, ext: ExtPlan, config: NpuConfig, index: int) -> l
                                   param_addr=p_row + j * PARAM_ROWS, out_zp=layer.output_zp,
                                   clamp_min=layer.clamp[0], clamp_max=layer.clamp[1],
                                   scale32=int(layer.scale32), double_round=int(layer.double_round)))
+                    if j == len(blocks) - 2:
+                        emit_input_ahead(u)
                     ops.append(op("DMA_STORE", sram=Sram.ASRAM, sram_addr=out_row,
                                   ext_addr=dst.word(t.n, ob, t.oy, t.ox),
                                   len0=t.tw, len1=t.th, len2=1, stride1=dst.strides[2]))
     return ops
+
+
+@dataclass(frozen=True)
+class Use:
+    """One (weight group, tile, reduction group) step: its WSRAM slot and input slot, whether
+    each already holds what the step reads, and the last earlier step that reads the same
+    slot (-1: none)."""
+
+    o: int
+    ti: int
+    group: ReductionGroup
+    slot: int
+    resident: bool
+    prev_reader: int
+    in_slot: int
+    in_resident: bool
+    in_prev_reader: int
+
+
+def _uses(plan: ConvPlan, steps: list[tuple[int, int]]) -> list[Use]:
+    """The steps in emission order, their slots given by rings of ``w_slots`` and
+    ``in_slots``."""
+    weights, inputs = Ring(plan.w_slots), Ring(plan.in_slots)
+    last_w: dict[int, int] = {}
+    last_in: dict[int, int] = {}
+    uses = []
+    for o, ti in steps:
+        for g, grp in enumerate(plan.reduction_groups(o * plan.og)):
+            slot, resident = weights.use((o, g))
+            in_slot, in_resident = inputs.use((ti, grp.cb0))
+            uses.append(Use(o, ti, grp, slot, resident, last_w.get(slot, -1),
+                            in_slot, in_resident, last_in.get(in_slot, -1)))
+            last_w[slot] = last_in[in_slot] = len(uses) - 1
+    return uses
+
+
+def _weight_pieces(plan: ConvPlan, uses: list[Use]) -> list[tuple[int, int]]:
+    """(use, output block within its group) of every weight DMA_LOAD, in emission order: one
+    per output block, so that a group's weights stream in while the array works on the
+    previous blocks and the DMA is never tied up long enough to hold back the stores."""
+    return [(u, j) for u, use in enumerate(uses) if not use.resident
+            for j in range(min(plan.og, plan.cbo - use.o * plan.og))]

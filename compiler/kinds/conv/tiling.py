@@ -197,7 +197,9 @@ def _estimate(plan: ConvPlan, config: NpuConfig) -> dict:
     tiles = sum(shapes.values())
     rows = plan.lanes
     mm_per = plan.wcb * plan.taps
-    resident_in = tiles <= plan.in_slots and plan.groups == 1
+    # Input windows stay resident when every (tile, input-block group) has its own slot.
+    windows = 1 if plan.depthwise else ceil_div(plan.cbi, plan.cg)
+    resident_in = tiles * windows <= plan.in_slots and (plan.groups == 1 or not plan.depthwise)
     # (A depthwise layer loads each input block's window once per tile: ConvPlan.depthwise.)
     in_loads = 1 if resident_in or plan.order == "tiles_outer" or plan.depthwise else plan.ogroups
     resident_w = plan.og == plan.cbo and plan.groups == 1
@@ -216,18 +218,33 @@ def _estimate(plan: ConvPlan, config: NpuConfig) -> dict:
     w_words = plan.cbo * plan.wcb * plan.taps * rows + plan.cbo * PARAM_ROWS * config.words_per_wide_row
     w_dma = w_loads * w_words
     dma_in += w_dma
-    instructions += w_loads * plan.ogroups * plan.groups * 2
-    # Work that cannot overlap the array for lack of a second slot is added to it (one
-    # weight slot: the next group's weights load only once the array is done with this one's).
+    instructions += w_loads * plan.ogroups * plan.groups * (plan.og + 1)   # a load per block, params
+    # Weights stream one output block per DMA_LOAD, one block ahead of the array
+    # (compiler/kinds/conv/lower.py): only a group's first block load is exposed, and only
+    # with one weight slot (the next group's load waits for every MATMUL of this one).
+    uses = w_loads * plan.ogroups * plan.groups
+    if not resident_w:
+        # A group's first block load overwrites a slot the MATMULs of an earlier group read;
+        # unless an ACT (a block's last group) waited for the array since, the load waits for
+        # the array to drain, and the MATMULs behind it for the load.
+        mxu += w_loads * plan.ogroups * (plan.groups - 1) * (min(plan.th * plan.tw, rows) + MXU_DRAIN + 1)
+    first_piece = w_dma // max(uses * plan.og, 1)
+    # Work that cannot overlap the array for lack of a second slot is added to it.
     serial = mxu
-    serial += dma_in - w_dma if plan.in_slots == 1 else 0
-    serial += w_dma if plan.w_slots == 1 and not resident_w else 0
+    # An input window reloaded for each reduction group overwrites the slot of the group
+    # before last: the load waits for the array to drain and no ACT drains it in between, so
+    # the scheduler cannot start it early (compiler/program/schedule.py): it is serial too.
+    serial += dma_in - w_dma if plan.in_slots == 1 or (plan.groups > 1 and not resident_in) else 0
+    serial += uses * first_piece if plan.w_slots == 1 and not resident_w else 0
     serial += vpu if plan.acc_slots == 1 else 0
     serial += dma_out if plan.out_slots == 1 else 0
     # The instruction fetch shares the external bus with the DMA (it uses the cycles in which
     # the DMA is idle, hw/sequencer.py): its words count against the bus.
     fetch = instructions * INSTR_BYTES // config.bus_bytes
-    cycles = max(serial, dma_in + dma_out + fetch, vpu) + (dma_in + vpu) // max(tiles, 1)
+    # Fill and drain: the first tile's input and first weight block before the array starts,
+    # the last block's ACT after it stops.
+    tail = (dma_in - w_dma) // max(tiles * in_loads, 1) + first_piece + vpu // max(tiles * plan.cbo, 1)
+    cycles = max(serial, dma_in + dma_out + fetch, vpu) + tail
     return {"cycles": cycles, "instructions": instructions, "mxu": mxu, "vpu": vpu,
             "dma": dma_in + dma_out}
 
