@@ -37,7 +37,7 @@ from isa.instructions import (DMA_ELEM_SIZES, INSTR_BITS, INSTRUCTIONS, OPCODE_B
                               MatmulAType, MatmulWType, Sram, VecDst)
 from hw.decode import RESERVED, instr_layout
 from hw.table_check import table_errors
-from hw.vpu_check import CHECKED as VECTOR_CHECKED, Term, excess, mul, vector_errors
+from hw.vpu_check import CHECKED as VECTOR_CHECKED, Term, capped_product, excess, mul, vector_errors
 
 
 class Rules(NamedTuple):
@@ -80,14 +80,20 @@ def _dma(cfg: NpuConfig, v, store: bool, mul=mul) -> Rules:
     line_words = ((elements << eshift) + (bus - 1)) >> align_bits       # K
     nlines = v.len1 if store else v.len1 + v.pad_b1 + v.pad_a1
     planes_lines = mul(v.len2, nlines)
-    count = planes_lines * line_words
+    depths = (cfg.asram_rows, cfg.wsram_rows, cfg.psram_rows * cfg.words_per_wide_row)
+    depth = Mux(v.sram == Sram.ASRAM, depths[0], Mux(v.sram == Sram.WSRAM, depths[1], depths[2]))
+    # The word count is only compared with a depth (and is non-zero exactly when the exact
+    # count is): capped above the deepest memory, it needs one small multiplier after the
+    # register instead of a 33 x 19-bit one (hw/vpu_check.py capped_product).  Past the
+    # cap the stored excess is smaller than the exact one but still >= 0 for every loop
+    # offset that keeps the first row >= 0, so the checker's code is unchanged.
+    count = capped_product(planes_lines, line_words, max(depths))
     if not store:
         # Packed lines (isa/dma.py plane_words): KP words per plane, the plane's bytes rounded
         # up once.  One multiplier after the register serves both cases.
         plane_words = ((mul(nlines, elements) << eshift) + (bus - 1)) >> align_bits     # KP
-        count = Mux(v.pack, v.len2, planes_lines) * Mux(v.pack, plane_words, line_words)
-    depth = Mux(v.sram == Sram.ASRAM, cfg.asram_rows,
-                Mux(v.sram == Sram.WSRAM, cfg.wsram_rows, cfg.psram_rows * cfg.words_per_wide_row))
+        count = capped_product(Mux(v.pack, v.len2, planes_lines), Mux(v.pack, plane_words, line_words),
+                               max(depths))
     terms = (Term("ext_addr", moves, excess(last, cfg.ext_mem_bytes + 1), lo=lowest),
              Term("sram_addr", count != 0, excess(v.sram_addr + count, depth + 1)))
     return Rules(~legal, terms=terms, amask=amask, smis=smis)
