@@ -88,14 +88,16 @@ def capped_product(a, b, limit: int) -> object:
     factor at or above ``2**s`` times a non-zero one is above ``limit`` either way, and a
     zero factor keeps the product zero.  The multiplier shrinks to ``s`` x ``s`` bits (one
     MULT18X18D for ``s <= 18``)."""
-    s = (limit + 1).bit_length()
-    cap = (1 << s) - 1
+    return capped(a, limit) * capped(b, limit)
 
-    def capped(x):
-        x = Value.cast(x)
-        assert not x.shape().signed, "capped_product takes unsigned factors"
-        return x if x.shape().width <= s else Mux(x[s:].any(), cap, x[:s])
-    return capped(a) * capped(b)
+
+def capped(x, limit: int) -> object:
+    """Unsigned ``x`` capped at ``2**s - 1`` (``2**s > limit + 1``), a factor of
+    :func:`capped_product` (capping it twice changes nothing)."""
+    s = (limit + 1).bit_length()
+    x = Value.cast(x)
+    assert not x.shape().signed, "capped_product takes unsigned factors"
+    return x if x.shape().width <= s else Mux(x[s:].any(), (1 << s) - 1, x[:s])
 
 
 def _excess(config, v, prefix, mem, dtype, window=False, strides=None, mul=mul):
