@@ -60,7 +60,9 @@ class InstrChecker(wiring.Component):
 
     With ``precomputed=True`` (the sequencer) an input ``pre`` carries ``word``'s
     field-only rules (hw/precheck.py), computed when it was fetched and read from IMEM with
-    it, and only the offsets are added here.  By default the checker computes ``pre``
+    it, and only the offsets are added here; ``loop_end`` is then replaced by ``past_end``,
+    ``body_end`` past the innermost active body's end (0 with no loop active), which the
+    loop stack compares level by level (hw/loop.py) instead of selecting the end first.  By default the checker computes ``pre``
     itself from ``word``: the same function in one combinational piece (the tests)."""
 
     def __init__(self, config: NpuConfig, precomputed: bool = False):
@@ -72,7 +74,6 @@ class InstrChecker(wiring.Component):
             "prog_len": In(PC_BITS),
             "offsets": In(offsets_layout()),
             "loop_full": In(1),
-            "loop_end": In(PC_BITS),
             "loop_active": In(1),
             "code": Out(CODE_BITS),
             "word_eff": Out(INSTR_BITS),
@@ -81,6 +82,9 @@ class InstrChecker(wiring.Component):
         }
         if precomputed:
             ports["pre"] = In(pre_layout(config))
+            ports["past_end"] = In(1)
+        else:
+            ports["loop_end"] = In(PC_BITS)
         super().__init__(ports)
 
     def elaborate(self, platform):
@@ -106,7 +110,8 @@ class InstrChecker(wiring.Component):
         # more often than the full code).  The body's length limits and reserved bits are in
         # ``illegal`` and its end is precomputed: only compares with registers are left.
         body_end = pre["LOOP"].end
-        loop_illegal = self.loop_full | (body_end > self.prog_len) | (body_end > self.loop_end)
+        past_end = self.past_end if self.precomputed else body_end > self.loop_end
+        loop_illegal = self.loop_full | (body_end > self.prog_len) | past_end
         m.d.comb += [
             self.body_end.eq(body_end),
             self.loop_ok.eq((opcode == BY_NAME["LOOP"].opcode) & (self.pc < self.prog_len)

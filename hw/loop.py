@@ -82,7 +82,8 @@ class LoopStack(wiring.Component):
     ``restart``: forget every loop and fetch from ``restart_pc`` next (start, and a taken
     BRANCH, which never has a loop active).  ``full``: LOOP_DEPTH loops are active;
     ``active``: at least one; ``end``: one past the last instruction of the innermost active
-    body; ``outer_start``: the first instruction of the outermost active body; ``next_pc``:
+    body; ``past_end``: ``body_end`` > ``end`` with a loop active; ``outer_start``: the first
+    instruction of the outermost active body; ``next_pc``:
     one past the last fetched instruction (the sequencer's instruction buffer keeps
     ``outer_start`` onwards while a loop is active, else ``next_pc`` onwards).
 
@@ -116,6 +117,7 @@ class LoopStack(wiring.Component):
             "outer_start": Out(pc_bits),
             "offsets": Out(offsets_layout()),
             "full": Out(1),
+            "past_end": Out(1),
             "active": Out(1),
             "end": Out(pc_bits),
         })
@@ -150,6 +152,12 @@ class LoopStack(wiring.Component):
         for d in range(1, depth):
             innermost_end = Mux(valid[d], end[d], innermost_end)
         m.d.comb += [self.end.eq(innermost_end), self.full.eq(valid[-1]), self.active.eq(valid[0])]
+        # A LOOP in the fetch stage ending past the innermost active body (illegal): each
+        # level's end is compared with ``body_end`` and the innermost valid level's result
+        # taken, rather than the end selected first and compared after (this feeds ``enter``
+        # and so the fetch address in the same cycle).
+        innermost = [valid[d] & ~Cat(*valid[d + 1:]).any() if d + 1 < depth else valid[d] for d in range(depth)]
+        m.d.comb += self.past_end.eq(Cat(innermost[d] & (self.body_end > end[d]) for d in range(depth)).any())
 
         outer_start = Signal(pcw)
         m.d.comb += [self.next_pc.eq(seq_pc), self.outer_start.eq(outer_start)]

@@ -281,7 +281,7 @@ class Sequencer(wiring.Component):
             checker.prog_len.eq(prog_len),
             checker.offsets.eq(loops.offsets),
             checker.loop_full.eq(loops.full),
-            checker.loop_end.eq(Mux(loops.active, loops.end, prog_len)),
+            checker.past_end.eq(loops.past_end),
             checker.loop_active.eq(loops.active),
             self.imem_r.addr.eq(pc_f),
             self.imem_r.en.eq(fetch),
