@@ -42,9 +42,9 @@ from amaranth.lib.wiring import In, Out
 
 from isa.config import NpuConfig
 from isa.instructions import BY_NAME, INSTR_BITS, INSTRUCTIONS, OPCODE_BITS, ErrorCode
-from hw.decode import RESERVED, instr_layout
+from hw.decode import instr_layout
 from hw.loop import field_offsets, offsets_layout
-from hw.precheck import PreCheck, dma_mask_bits, pre_layout, rules
+from hw.precheck import PreCheck, dma_mask_bits, index_bits, pre_layout, rules
 from hw.vpu_check import Term
 
 CODE_BITS = 8
@@ -55,11 +55,14 @@ class InstrChecker(wiring.Component):
     """Combinational: ``code`` for instruction ``word`` at index ``pc`` of a ``prog_len``
     program, inside loops that add ``offsets`` to its addresses; ``word_eff`` is ``word``
     with its address fields replaced by their effective values; ``loop_ok``: ``word`` is a
-    LOOP that passes (``code`` is NONE).
+    LOOP that passes (``code`` is NONE); ``body_end``: one past the last instruction of that
+    LOOP's body (precomputed, hw/precheck.py).
 
     With ``precomputed=True`` (the sequencer) an input ``pre`` carries ``word``'s
     field-only rules (hw/precheck.py), computed when it was fetched and read from IMEM with
-    it, and only the offsets are added here.  By default the checker computes ``pre``
+    it, and only the offsets are added here; ``loop_end`` is then replaced by ``past_end``,
+    ``body_end`` past the innermost active body's end (0 with no loop active), which the
+    loop stack compares level by level (hw/loop.py) instead of selecting the end first.  By default the checker computes ``pre``
     itself from ``word``: the same function in one combinational piece (the tests)."""
 
     def __init__(self, config: NpuConfig, precomputed: bool = False):
@@ -71,14 +74,17 @@ class InstrChecker(wiring.Component):
             "prog_len": In(PC_BITS),
             "offsets": In(offsets_layout()),
             "loop_full": In(1),
-            "loop_end": In(PC_BITS),
             "loop_active": In(1),
             "code": Out(CODE_BITS),
             "word_eff": Out(INSTR_BITS),
             "loop_ok": Out(1),
+            "body_end": Out(index_bits(config) + 1),
         }
         if precomputed:
             ports["pre"] = In(pre_layout(config))
+            ports["past_end"] = In(1)
+        else:
+            ports["loop_end"] = In(PC_BITS)
         super().__init__(ports)
 
     def elaborate(self, platform):
@@ -89,7 +95,7 @@ class InstrChecker(wiring.Component):
             pre = self.pre
         else:
             m.submodules.precheck = precheck = PreCheck(cfg)
-            m.d.comb += precheck.word.eq(self.word)
+            m.d.comb += [precheck.word.eq(self.word), precheck.pc.eq(self.pc)]
             pre = precheck.pre
 
         def fails(p, t: Term, offs, raw):
@@ -101,13 +107,16 @@ class InstrChecker(wiring.Component):
         opcode = self.word[:OPCODE_BITS]
         m.d.comb += code.eq(ErrorCode.NONE)
         # LOOP legality on its own (the sequencer's loop stack needs only this, and far
-        # more often than the full code).
-        loop = instr_layout("LOOP")(self.word)
-        loop_last = self.pc + loop.body
-        loop_illegal = ((loop.body == 0) | (loop_last >= self.prog_len) | self.loop_full
-                        | (loop_last >= self.loop_end) | (loop.body >= cfg.imem_rows))
-        m.d.comb += self.loop_ok.eq((opcode == BY_NAME["LOOP"].opcode) & (self.pc < self.prog_len)
-                                    & (loop[RESERVED] == 0) & ~loop_illegal)
+        # more often than the full code).  The body's length limits and reserved bits are in
+        # ``illegal`` and its end is precomputed: only compares with registers are left.
+        body_end = pre["LOOP"].end
+        past_end = self.past_end if self.precomputed else body_end > self.loop_end
+        loop_illegal = self.loop_full | (body_end > self.prog_len) | past_end
+        m.d.comb += [
+            self.body_end.eq(body_end),
+            self.loop_ok.eq((opcode == BY_NAME["LOOP"].opcode) & (self.pc < self.prog_len)
+                            & ~pre["LOOP"].illegal & ~loop_illegal),
+        ]
         effective = {}                # opcode -> (defn, {field: effective value})
         dummy = Signal(INSTR_BITS)    # the rules' structure (which terms), not their values
         with m.If(self.pc >= self.prog_len):

@@ -74,17 +74,23 @@ class LoopStack(wiring.Component):
     ``advance``: the fetch uses ``addr`` this cycle (``addr`` is valid in every cycle, so the
     sequencer can ask whether that instruction is in its buffer before fetching).
     ``enter``: a legal LOOP (fields ``count``, ``body``, increments in ``loop``; index
-    ``loop_pc``) is in the fetch stage and leaves it if the sequencer fetches this cycle.
+    ``loop_pc``; ``body_end`` = ``loop_pc + 1 + body``, precomputed as the LOOP entered the
+    instruction buffer, hw/precheck.py) is in the fetch stage and leaves it if the
+    sequencer fetches this cycle.
+    ``back``: a level loops back at this fetch (``addr`` is its first instruction, else
+    ``straight``, the next instruction in program order or past a skipped body).
     ``restart``: forget every loop and fetch from ``restart_pc`` next (start, and a taken
     BRANCH, which never has a loop active).  ``full``: LOOP_DEPTH loops are active;
     ``active``: at least one; ``end``: one past the last instruction of the innermost active
-    body; ``outer_start``: the first instruction of the outermost active body; ``next_pc``:
+    body; ``past_end``: ``body_end`` > ``end`` with a loop active; ``outer_start``: the first
+    instruction of the outermost active body; ``next_pc``:
     one past the last fetched instruction (the sequencer's instruction buffer keeps
     ``outer_start`` onwards while a loop is active, else ``next_pc`` onwards).
 
-    Per level, registers hold what is looked at every cycle (active, end of body,
-    iterations left); a small memory holds the rest (first instruction, increments, and the
-    offsets when the loop started, ``base``), written on push and read on loop-back.  The
+    Per level, registers hold what is looked at every cycle (active, end and first
+    instruction of the body, iterations left and whether any are); a small memory holds the
+    rest (increments, and the offsets when the loop started, ``base``), written on push and
+    read on loop-back.  The
     offsets are registers too: a loop-back adds the level's increments; when levels end,
     the offsets return to the ``base`` of the outermost one that ends.  (Few registers and
     little logic outside the update branches keep the model fast in Verilator.)
@@ -102,12 +108,16 @@ class LoopStack(wiring.Component):
             "enter": In(1),
             "loop": In(self._loop_fields),
             "loop_pc": In(pc_bits),
+            "body_end": In(pc_bits),
             "restart_pc": In(pc_bits),
             "addr": Out(pc_bits),
+            "straight": Out(pc_bits),
+            "back": Out(1),
             "next_pc": Out(pc_bits),
             "outer_start": Out(pc_bits),
             "offsets": Out(offsets_layout()),
             "full": Out(1),
+            "past_end": Out(1),
             "active": Out(1),
             "end": Out(pc_bits),
         })
@@ -121,7 +131,6 @@ class LoopStack(wiring.Component):
         key = {s: s.name.lower() for s in Space}
 
         frame = data.StructLayout({
-            "start": unsigned(pcw),
             **{f"inc_{key[s]}": self._loop_fields[incs[s]].shape for s in Space},
             **{f"base_{key[s]}": signed(offset_bits(s)) for s in Space},
         })
@@ -134,6 +143,8 @@ class LoopStack(wiring.Component):
         valid = [Signal(name=f"lv{d}_valid") for d in range(depth)]
         end = [Signal(pcw, name=f"lv{d}_end") for d in range(depth)]
         left = [Signal(count_shape, name=f"lv{d}_left") for d in range(depth)]   # iterations after this one
+        more = [Signal(name=f"lv{d}_more") for d in range(depth)]                # left != 0
+        start = [Signal(pcw, name=f"lv{d}_start") for d in range(depth)]         # first of the body
         total = {s: Signal(signed(offset_bits(s)), name=f"offset_{key[s]}") for s in Space}
         m.d.comb += [self.offsets[key[s]].eq(total[s]) for s in Space]
 
@@ -141,17 +152,29 @@ class LoopStack(wiring.Component):
         for d in range(1, depth):
             innermost_end = Mux(valid[d], end[d], innermost_end)
         m.d.comb += [self.end.eq(innermost_end), self.full.eq(valid[-1]), self.active.eq(valid[0])]
+        # A LOOP in the fetch stage ending past the innermost active body (illegal): each
+        # level's end is compared with ``body_end`` and the innermost valid level's result
+        # taken, rather than the end selected first and compared after (this feeds ``enter``
+        # and so the fetch address in the same cycle).
+        innermost = [valid[d] & ~Cat(*valid[d + 1:]).any() if d + 1 < depth else valid[d] for d in range(depth)]
+        m.d.comb += self.past_end.eq(Cat(innermost[d] & (self.body_end > end[d]) for d in range(depth)).any())
 
         outer_start = Signal(pcw)
         m.d.comb += [self.next_pc.eq(seq_pc), self.outer_start.eq(outer_start)]
         # The fetch address is needed in every cycle (the sequencer fetches only an
         # instruction already in its buffer); the updates below only in a cycle that fetches.
+        # Timing: ``enter`` (and so ``skip``) comes late, from IMEM's read port through the
+        # checker's LOOP rules; the compares with both candidates for ``q`` are made in
+        # parallel and ``skip`` only selects, and "iterations left" is a register.
         skip = self.enter & (self.loop.count == 0)
-        q = Mux(skip, self.loop_pc + 1 + self.loop.body, seq_pc)
-        at_end = Cat(valid[d] & (end[d] == q) for d in range(depth))
-        back = Cat(at_end[d] & (left[d] != 0) for d in range(depth))   # at its end, iterations left
+        q = Mux(skip, self.body_end, seq_pc)
+        at_seq = Cat(valid[d] & (end[d] == seq_pc) for d in range(depth))
+        at_skip = Cat(valid[d] & (end[d] == self.body_end) for d in range(depth))
+        at_end = Mux(skip, at_skip, at_seq)
+        back = Cat(at_end[d] & more[d] for d in range(depth))   # at its end, iterations left
         # The innermost level that can go back does; the levels inside it end, as does
         # every level at its end when none can go back.
+        back_sel = Cat(back[d] & ((back >> (d + 1)) == 0) for d in range(depth))      # one-hot
         pop = Cat(at_end[d] & ((back >> d) == 0) for d in range(depth))
         back_level = Signal(range(depth))
         end_level = Signal(range(depth))
@@ -161,17 +184,24 @@ class LoopStack(wiring.Component):
         for d in reversed(range(depth)):               # outermost level that ends
             with m.If(pop[d]):
                 m.d.comb += end_level.eq(d)
+        # The first instruction of the level that goes back: registers and an AND-OR on
+        # the one-hot choice (not the encoder and a memory read in series).
+        back_start = 0
+        for d in range(depth):
+            back_start = back_start | Mux(back_sel[d], start[d], 0)
         m.d.comb += [
             back_r.addr.eq(back_level),
             end_r.addr.eq(end_level),
-            self.addr.eq(Mux(back.any(), back_r.data.start, q)),
+            self.addr.eq(Mux(back.any(), back_start, q)),
+            self.straight.eq(q),
+            self.back.eq(back.any()),
         ]
         with m.If(self.advance):
             m.d.sync += seq_pc.eq(self.addr + 1)
             with m.If(at_end.any()):
                 for d in range(depth):
-                    with m.If(back[d] & ((back >> (d + 1)) == 0)):
-                        m.d.sync += left[d].eq(left[d] - 1)
+                    with m.If(back_sel[d]):
+                        m.d.sync += [left[d].eq(left[d] - 1), more[d].eq(left[d] != 1)]
                     with m.Elif(pop[d]):
                         m.d.sync += valid[d].eq(0)
                 for s in Space:
@@ -184,16 +214,13 @@ class LoopStack(wiring.Component):
                 for d in reversed(range(depth)):       # lowest free level
                     with m.If(~valid[d]):
                         m.d.comb += slot.eq(d)
-                m.d.comb += [
-                    frame_w.en.eq(1), frame_w.addr.eq(slot),
-                    frame_w.data.start.eq(self.loop_pc + 1),
-                ]
+                m.d.comb += [frame_w.en.eq(1), frame_w.addr.eq(slot)]
                 m.d.comb += [frame_w.data[f"inc_{key[s]}"].eq(self.loop[incs[s]]) for s in Space]
                 m.d.comb += [frame_w.data[f"base_{key[s]}"].eq(total[s]) for s in Space]
                 for d in range(depth):
                     with m.If(slot == d):
-                        m.d.sync += [valid[d].eq(1), end[d].eq(self.loop_pc + 1 + self.loop.body),
-                                     left[d].eq(self.loop.count - 1)]
+                        m.d.sync += [valid[d].eq(1), end[d].eq(self.body_end), start[d].eq(self.loop_pc + 1),
+                                     left[d].eq(self.loop.count - 1), more[d].eq(self.loop.count != 1)]
                 with m.If(~valid[0]):
                     m.d.sync += outer_start.eq(self.loop_pc + 1)
         with m.If(self.restart):

@@ -27,38 +27,54 @@ from __future__ import annotations
 from functools import lru_cache
 from typing import NamedTuple
 
-from amaranth import Cat, Module, Mux, Signal, Value, signed
+from amaranth import Cat, Const, Module, Mux, Signal, Value, signed
 from amaranth.lib import data, wiring
 from amaranth.lib.wiring import In, Out
+from amaranth.utils import ceil_log2
 
 from isa import matmul
 from isa.config import NpuConfig
-from isa.instructions import (DMA_ELEM_SIZES, INSTR_BITS, INSTRUCTIONS, OPCODE_BITS, BranchTest,
+from isa.instructions import (DMA_ELEM_SIZES, INSTR_BITS, INSTR_BYTES, INSTRUCTIONS, OPCODE_BITS, BranchTest,
                               MatmulAType, MatmulWType, Sram, VecDst)
 from hw.decode import RESERVED, instr_layout
 from hw.table_check import table_errors
-from hw.vpu_check import CHECKED as VECTOR_CHECKED, Term, excess, mul, vector_errors
+from hw.vpu_check import CHECKED as VECTOR_CHECKED, Term, as_signed, capped, capped_product, excess, mul, vector_errors
 
 
 class Rules(NamedTuple):
     """What the read port still needs of one instruction: ``illegal`` (ILLEGAL_INSTRUCTION on
     field values alone), ``over`` (SRAM_OVERFLOW on field values alone), the range
-    ``terms`` (SRAM_OVERFLOW, or for a DMA's first term DMA_OUT_OF_RANGE), and for a DMA
+    ``terms`` (SRAM_OVERFLOW, or for a DMA's first term DMA_OUT_OF_RANGE), for a DMA
     the alignment: ``amask`` (element size - 1, low bits) and ``smis`` (a stride
-    misaligned)."""
+    misaligned), and for a LOOP ``end``, one past the last instruction of its body."""
     illegal: object
     over: object = 0
     terms: tuple = ()
     amask: object = None
     smis: object = None
+    end: object = None
+
+
+def index_bits(cfg: NpuConfig) -> int:
+    """Width of an instruction index (the sequencer's program counters): a program is at
+    most ext_mem_bytes long."""
+    return ceil_log2(cfg.ext_mem_bytes // INSTR_BYTES + 3) + 1
 
 
 def dma_mask_bits(bus_bytes: int) -> int:
     return max(bus_bytes.bit_length() - 1, max(DMA_ELEM_SIZES).bit_length() - 1)
 
 
-def _dma(cfg: NpuConfig, v, store: bool, mul=mul) -> Rules:
-    """DMA rules, both modes (isa/dma.py: word mode is E = BUS, stride0 = BUS)."""
+def now(value):
+    """The default ``early``: a value of the fields, used where it is formed."""
+    return value
+
+
+def _dma(cfg: NpuConfig, v, store: bool, mul=mul, early=now) -> Rules:
+    """DMA rules, both modes (isa/dma.py: word mode is E = BUS, stride0 = BUS).  ``early``
+    marks values of the fields alone that :class:`PreCheck` ``staged`` forms a cycle ahead
+    and registers, like the products: what is left after the register is at most one
+    small multiplier and one sum per rule."""
     bus = cfg.bus_bytes
     align_bits = bus.bit_length() - 1
     word_mode = v.elem == 0
@@ -80,25 +96,44 @@ def _dma(cfg: NpuConfig, v, store: bool, mul=mul) -> Rules:
     line_words = ((elements << eshift) + (bus - 1)) >> align_bits       # K
     nlines = v.len1 if store else v.len1 + v.pad_b1 + v.pad_a1
     planes_lines = mul(v.len2, nlines)
-    count = planes_lines * line_words
+    depths = (cfg.asram_rows, cfg.wsram_rows, cfg.psram_rows * cfg.words_per_wide_row)
+    depth = Mux(v.sram == Sram.ASRAM, depths[0], Mux(v.sram == Sram.WSRAM, depths[1], depths[2]))
+    limit = max(depths)
+    line_words = early(capped(line_words, limit))
+    # The word count is only compared with a depth (and is non-zero exactly when the exact
+    # count is): capped above the deepest memory, it needs one small multiplier after the
+    # register instead of a 33 x 19-bit one (hw/vpu_check.py capped_product).  Past the
+    # cap the stored excess is smaller than the exact one but still >= 0 for every loop
+    # offset that keeps the first row >= 0, so the checker's code is unchanged.
+    count = capped_product(planes_lines, line_words, limit)
     if not store:
         # Packed lines (isa/dma.py plane_words): KP words per plane, the plane's bytes rounded
-        # up once.  One multiplier after the register serves both cases.
-        plane_words = ((mul(nlines, elements) << eshift) + (bus - 1)) >> align_bits     # KP
-        count = Mux(v.pack, v.len2, planes_lines) * Mux(v.pack, plane_words, line_words)
-    depth = Mux(v.sram == Sram.ASRAM, cfg.asram_rows,
-                Mux(v.sram == Sram.WSRAM, cfg.wsram_rows, cfg.psram_rows * cfg.words_per_wide_row))
+        # up once.  One multiplier after the register serves both cases.  The plane's bytes
+        # are capped before they are rounded (no carry chain before the cap): at or above
+        # 2**(s + align) bytes, KP is at least 2**s, above the limit either way.
+        s = (limit + 1).bit_length()
+        plane_bytes = mul(nlines, elements) << eshift
+        plane_bytes = Mux(plane_bytes[s + align_bits:].any(), 1 << (s + align_bits), plane_bytes[:s + align_bits])
+        plane_words = (plane_bytes + (bus - 1)) >> align_bits     # KP (capped)
+        count = capped_product(Mux(v.pack, v.len2, planes_lines), Mux(v.pack, plane_words, line_words), limit)
+    # excess(sram_addr + count, depth + 1), the constant part formed early: one sum after the
+    # multiplier.
+    sram_hi = early(as_signed(v.sram_addr) - as_signed(depth + 1)) + count
     terms = (Term("ext_addr", moves, excess(last, cfg.ext_mem_bytes + 1), lo=lowest),
-             Term("sram_addr", count != 0, excess(v.sram_addr + count, depth + 1)))
+             Term("sram_addr", count != 0, sram_hi))
     return Rules(~legal, terms=terms, amask=amask, smis=smis)
 
 
-def rules(cfg: NpuConfig, name: str, v, mul=mul) -> Rules:
-    """The field-only rules of instruction ``name`` whose raw fields are ``v`` (a view);
-    products of fields are formed by ``mul`` (hw/vpu_check.py)."""
+def rules(cfg: NpuConfig, name: str, v, mul=mul, pc=None, early=now) -> Rules:
+    """The field-only rules of instruction ``name`` whose raw fields are ``v`` (a view) and
+    whose index in the program is ``pc`` (only a LOOP's depend on it; None: the rules'
+    shapes only); products of fields are formed by ``mul`` (hw/vpu_check.py), and values
+    that :class:`PreCheck` ``staged`` may form a cycle ahead are passed through ``early``."""
+    if pc is None:
+        pc = Const(0, index_bits(cfg))
     reserved = (v[RESERVED] != 0) if RESERVED in instr_layout(name).members else 0
     if name in ("DMA_LOAD", "DMA_STORE"):
-        r = _dma(cfg, v, store=name == "DMA_STORE", mul=mul)
+        r = _dma(cfg, v, store=name == "DMA_STORE", mul=mul, early=early)
         return r._replace(illegal=r.illegal | reserved)
     if name == "MATMUL":
         n = mul(v.n0, v.n1)
@@ -126,8 +161,15 @@ def rules(cfg: NpuConfig, name: str, v, mul=mul) -> Rules:
     if name in VECTOR_CHECKED:
         illegal, terms = vector_errors(cfg, name, v, mul=mul)
         return Rules(reserved | illegal, terms=tuple(terms))
-    assert name in ("HALT", "SYNC", "LOOP"), f"checker misses {name}"
-    return Rules(reserved)                                      # LOOP: the read port's rules
+    if name == "LOOP":
+        # The body's end as an index, and its length's own limits, are known at fetch: the
+        # read port compares the end with PROG_LEN and the enclosing body's end, and the
+        # loop stack (hw/loop.py) takes it as is, instead of adding pc + 1 + body behind
+        # IMEM's read port (its slowest path, docs/hardware.md "Timing").
+        too_long = (v.body == 0) | (v.body >= cfg.imem_rows)
+        return Rules(reserved | too_long, end=pc + 1 + v.body)
+    assert name in ("HALT", "SYNC"), f"checker misses {name}"
+    return Rules(reserved)
 
 
 def _members(rule: Rules) -> dict:
@@ -135,6 +177,8 @@ def _members(rule: Rules) -> dict:
     out = {"illegal": rule.illegal, "over": rule.over}
     if rule.amask is not None:
         out.update(amask=rule.amask, smis=rule.smis)
+    if rule.end is not None:
+        out["end"] = rule.end
     for t in rule.terms:
         out[f"{t.field}_gate"] = t.gate
         out[f"{t.field}_hi"] = t.hi
@@ -162,12 +206,12 @@ def pre_bits(cfg: NpuConfig) -> int:
 
 
 class PreCheck(wiring.Component):
-    """The precomputed rules ``pre`` of instruction ``word`` (zero for an unknown opcode:
-    the read port finds it illegal by its opcode).
+    """The precomputed rules ``pre`` of instruction ``word`` at index ``pc`` of the program
+    (zero for an unknown opcode: the read port finds it illegal by its opcode).
 
     ``staged=False``: one combinational function of ``word``.  ``staged=True`` (the
     sequencer): every product of fields is formed from ``word_early`` and registered, and
-    the rest from ``word``, which must be ``word_early`` one cycle later (the sequencer's
+    the rest from ``word`` and ``pc``, ``word`` being ``word_early`` one cycle later (the sequencer's
     assembled instruction and its registered copy): the multipliers then end at a register
     and the sums start at one.  Instructions share the multipliers (product i of each
     instruction on multiplier i), as Yosys shares them between the cases of the one-piece
@@ -176,7 +220,7 @@ class PreCheck(wiring.Component):
     def __init__(self, config: NpuConfig, staged: bool = False):
         self.config = config
         self.staged = staged
-        ports = {"word": In(INSTR_BITS), "pre": Out(pre_layout(config))}
+        ports = {"word": In(INSTR_BITS), "pc": In(index_bits(config)), "pre": Out(pre_layout(config))}
         if staged:
             ports["word_early"] = In(INSTR_BITS)
         super().__init__(ports)
@@ -184,18 +228,22 @@ class PreCheck(wiring.Component):
     def elaborate(self, platform):
         m = Module()
         cfg = self.config
-        replays = {}
+        replays, early_replays = {}, {}
         if self.staged:
             # The rules call ``mul`` in the same order on any view.  A first pass on
             # word_early collects each instruction's operand pairs; product i of every
             # instruction shares multiplier and register i (operands chosen by opcode, so
             # the DSP count is the most any one instruction needs); the pass on ``word``
             # takes product i back from register i at its own width (exact: it fits).
-            pairs = {}
+            # ``early`` values are shared the same way (value i of every instruction in
+            # register i).
+            pairs, earlies = {}, {}
             for defn in INSTRUCTIONS:
                 found = pairs[defn.name] = []
+                seen = earlies[defn.name] = []
                 rules(cfg, defn.name, instr_layout(defn.name)(self.word_early),
-                      mul=lambda a, b, found=found: found.append((Value.cast(a), Value.cast(b))) or a * b)
+                      mul=lambda a, b, found=found: found.append((Value.cast(a), Value.cast(b))) or a * b,
+                      early=lambda x, seen=seen: seen.append(Value.cast(x)) or x)
             slots = max(len(p) for p in pairs.values())
 
             def width(v):
@@ -219,18 +267,37 @@ class PreCheck(wiring.Component):
                         shape = (a * b).shape()
                         value = product[:shape.width]
                         replays.setdefault(defn.name, []).append(value.as_signed() if shape.signed else value)
+            for i in range(max(len(e) for e in earlies.values())):
+                used = [e[i] for e in earlies.values() if len(e) > i]
+                reg = Signal(signed(max(width(x) for x in used)), name=f"pre_e{i}")
+                with m.Switch(self.word_early[:OPCODE_BITS]):
+                    for defn in INSTRUCTIONS:
+                        if len(earlies[defn.name]) > i:
+                            with m.Case(defn.opcode):
+                                m.d.sync += reg.eq(earlies[defn.name][i])
+                for defn in INSTRUCTIONS:
+                    if len(earlies[defn.name]) > i:
+                        shape = earlies[defn.name][i].shape()
+                        value = reg[:shape.width]
+                        early_replays.setdefault(defn.name, []).append(value.as_signed() if shape.signed else value)
         with m.Switch(self.word[:OPCODE_BITS]):
             for defn in INSTRUCTIONS:
-                product = mul
+                product, formed = mul, now
                 if self.staged:
                     replay = iter(replays.get(defn.name, []))
+                    early_replay = iter(early_replays.get(defn.name, []))
 
                     def product(a, b, replay=replay):
                         return next(replay)
+
+                    def formed(x, early_replay=early_replay):
+                        return next(early_replay)
                 with m.Case(defn.opcode):
                     out = self.pre[defn.name]
-                    members = _members(rules(cfg, defn.name, instr_layout(defn.name)(self.word), mul=product))
+                    members = _members(rules(cfg, defn.name, instr_layout(defn.name)(self.word), mul=product,
+                                             pc=self.pc, early=formed))
                     m.d.comb += [out[k].eq(x) for k, x in members.items()]
                 if self.staged:
                     assert next(replay, None) is None, f"{defn.name}: rules used fewer products than recorded"
+                    assert next(early_replay, None) is None, f"{defn.name}: rules used fewer early values than recorded"
         return m

@@ -75,7 +75,7 @@ from hw.checker import CODE_BITS, PC_BITS, InstrChecker
 from hw.decode import fields_layout, instr_layout, opcode
 from hw.interfaces import ExtBusSignature, UnitCtlSignature
 from hw.loop import LoopStack
-from hw.precheck import PreCheck, pre_bits
+from hw.precheck import PreCheck, index_bits, pre_bits
 from hw.mxu import ACC_BITS, mxu_cmd_layout
 
 # Units with a bit in the wait mask, in bit order.
@@ -143,7 +143,7 @@ class Sequencer(wiring.Component):
 
         # -- run -------------------------------------------------------------------------
         # Instruction indices: the program is at most ext_mem_bytes long.
-        pc_bits = ceil_log2(cfg.ext_mem_bytes // INSTR_BYTES + 3) + 1
+        pc_bits = index_bits(cfg)
         m.submodules.loops = loops = LoopStack(cfg, pc_bits)
         pc_f = loops.addr             # next instruction to read
         f_valid = Signal()            # the read port holds instruction f_pc
@@ -190,15 +190,16 @@ class Sequencer(wiring.Component):
         wr_valid = Signal()
         wr_row = Signal(imem_aw)
         wr_word = Signal(INSTR_BITS)
+        wr_pc = Signal(pc_bits)
         m.d.sync += wr_valid.eq(0)
-        m.d.comb += [precheck.word_early.eq(packed), precheck.word.eq(wr_word),
+        m.d.comb += [precheck.word_early.eq(packed), precheck.word.eq(wr_word), precheck.pc.eq(wr_pc),
                      self.imem_w.en.eq(wr_valid), self.imem_w.addr.eq(wr_row),
                      self.imem_w.data.eq(Cat(wr_word, precheck.pre))]
         with m.If(self.bus.resp_valid & live[-1]):
             m.d.sync += pack.eq(packed)
             with m.If(resp_word == wpi - 1):
                 m.d.sync += [resp_word.eq(0), arrived.eq(arrived + 1),
-                             wr_valid.eq(1), wr_row.eq(arrived[:imem_aw]), wr_word.eq(packed)]
+                             wr_valid.eq(1), wr_row.eq(arrived[:imem_aw]), wr_pc.eq(arrived), wr_word.eq(packed)]
             with m.Else():
                 m.d.sync += resp_word.eq(resp_word + 1)
 
@@ -244,8 +245,12 @@ class Sequencer(wiring.Component):
         load_ir = Signal()
         fetch = Signal()
         # The instruction at the fetch address is in the buffer (or past the program: read
-        # it anyway, the checker stops there with PC_OVERFLOW).
-        readable = (pc_f >= prog_len) | (pc_f < arrived)
+        # it anyway, the checker stops there with PC_OVERFLOW).  A loop-back's target, the
+        # first instruction of a body whose last one is being passed, was read before, so it
+        # has arrived (a restart, which resets ``arrived``, also forgets every loop): only the
+        # straight-line address is compared, in parallel with the loop stack's choice.
+        straight = loops.straight
+        readable = loops.back | (straight >= prog_len) | (straight < arrived)
 
         # BRANCH: the condition row is read while the BRANCH is in IR (data the next cycle).
         br = instr_layout("BRANCH")(ir_word)
@@ -276,7 +281,7 @@ class Sequencer(wiring.Component):
             checker.prog_len.eq(prog_len),
             checker.offsets.eq(loops.offsets),
             checker.loop_full.eq(loops.full),
-            checker.loop_end.eq(Mux(loops.active, loops.end, prog_len)),
+            checker.past_end.eq(loops.past_end),
             checker.loop_active.eq(loops.active),
             self.imem_r.addr.eq(pc_f),
             self.imem_r.en.eq(fetch),
@@ -285,6 +290,7 @@ class Sequencer(wiring.Component):
             # stack needs the LOOP to know the fetch address).
             loops.enter.eq(f_valid & checker.loop_ok),
             loops.loop_pc.eq(f_pc),
+            loops.body_end.eq(checker.body_end),
         ]
         m.d.comb += [loops.loop[f.name].eq(f_view[f.name]) for f in BY_NAME["LOOP"].fields]
 

@@ -21,7 +21,7 @@ def table_errors(config: NpuConfig, v, mul=mul) -> tuple[object, object, list[Te
     load = v.mode == TableMode.LOAD
     int16 = v.mode == TableMode.INT16
     illegal = ((v.mode > max(TableMode)) | ((v.a_mem != VecMem.ASRAM) & (v.a_mem != VecMem.ACC))
-               | (load & (v.a_mem != VecMem.ASRAM)) | too_long("TABLE", v))
+               | (load & (v.a_mem != VecMem.ASRAM)) | too_long("TABLE", v, mul=mul))
     touches = (v.n0 != 0) & (v.n1 != 0)
     tsram_rows = TSRAM_BYTES // config.bus_bytes
     t_count = Mux(load, mul(v.n0, v.n1), Mux(int16, table_rows(TableMode.INT16, config.bus_bytes),

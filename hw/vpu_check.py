@@ -24,7 +24,7 @@ from amaranth import Cat, Const, Mux, Value
 from isa.config import NpuConfig
 from isa.instructions import BY_NAME, MAX_VECTOR_STEPS, VecType, VecMem
 from isa.vector import (
-    steps, PARAM_ROWS, VALU_SIGS, VALU_TYPES, VPOOL_TYPES, VRESCALE_IN_TYPES, VRESCALE_OUT_TYPES, vector_rows,
+    PARAM_ROWS, VALU_SIGS, VALU_TYPES, VPOOL_TYPES, VRESCALE_IN_TYPES, VRESCALE_OUT_TYPES, vector_rows,
 )
 
 CHECKED = ("VRESCALE", "VALU", "VPOOL")
@@ -77,6 +77,29 @@ def mul(a, b) -> object:
     return a * b
 
 
+def capped_product(a, b, limit: int) -> object:
+    """``a * b`` (both unsigned) wherever that is at most ``limit``, and some value above
+    ``limit`` wherever it is not.
+
+    Why: a product of products (a DMA's word count, VPOOL's steps) cannot be formed a cycle
+    ahead like the products of fields (hw/precheck.py); after the register it is one more
+    multiplier level in series with the sums.  The rules only compare it with a memory depth
+    or a step limit, so each factor is capped at ``2**s - 1`` (``2**s > limit + 1``): a
+    factor at or above ``2**s`` times a non-zero one is above ``limit`` either way, and a
+    zero factor keeps the product zero.  The multiplier shrinks to ``s`` x ``s`` bits (one
+    MULT18X18D for ``s <= 18``)."""
+    return capped(a, limit) * capped(b, limit)
+
+
+def capped(x, limit: int) -> object:
+    """Unsigned ``x`` capped at ``2**s - 1`` (``2**s > limit + 1``), a factor of
+    :func:`capped_product` (capping it twice changes nothing)."""
+    s = (limit + 1).bit_length()
+    x = Value.cast(x)
+    assert not x.shape().signed, "capped_product takes unsigned factors"
+    return x if x.shape().width <= s else Mux(x[s:].any(), (1 << s) - 1, x[:s])
+
+
 def _excess(config, v, prefix, mem, dtype, window=False, strides=None, mul=mul):
     """An operand's last row minus its memory's depth (>= 0: past the end), at offset 0."""
     s0, s1 = strides if strides is not None else (v[f"{prefix}_stride0"], v[f"{prefix}_stride1"])
@@ -96,7 +119,7 @@ def vector_errors(config: NpuConfig, name: str, fields, mul=mul) -> tuple[object
     v = _Fields(name, fields)
     kw = {"mul": mul}
     mems = [p for p in ("a", "b", "c") if f"{p}_mem" in v]
-    illegal = Cat(v[f"{p}_mem"] > max(VecMem) for p in mems).any() | too_long(name, v)
+    illegal = Cat(v[f"{p}_mem"] > max(VecMem) for p in mems).any() | too_long(name, v, mul=mul)
     if name == "VRESCALE":
         illegal = illegal | ~_is_any(v.in_type, VRESCALE_IN_TYPES) | ~_is_any(v.out_type, VRESCALE_OUT_TYPES)
         touches = (v.n0 != 0) & (v.n1 != 0)
@@ -128,9 +151,15 @@ def vector_errors(config: NpuConfig, name: str, fields, mul=mul) -> tuple[object
     raise ValueError(f"{name} is not a vector instruction")
 
 
-def too_long(name: str, v) -> object:
-    """More than MAX_VECTOR_STEPS vector steps (isa/vector.py ``steps``, on field values)."""
-    return steps(name, v) > MAX_VECTOR_STEPS
+def too_long(name: str, v, mul=mul) -> object:
+    """More than MAX_VECTOR_STEPS vector steps (isa/vector.py ``steps``, on field values):
+    ``n0*n1``, times ``k0*k1`` for VPOOL.  The field products go through ``mul`` (formed a
+    cycle ahead in hw/precheck.py); VPOOL's product of the two is capped
+    (:func:`capped_product`), exact up to the limit, which is all the compare needs."""
+    n = mul(v.n0, v.n1)
+    if name == "VPOOL":
+        n = capped_product(n, mul(v.k0, v.k1), MAX_VECTOR_STEPS)
+    return n > MAX_VECTOR_STEPS
 
 
 class _Fields:

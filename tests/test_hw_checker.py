@@ -387,3 +387,42 @@ def test_staged_precheck_equals_one_piece():
     sim.add_testbench(bench)
     sim.run()
     assert not bad, f"{len(bad)} of {len(words)} words differ, first opcode {bad[0] & 0xff}"
+
+
+def test_checker_dma_word_counts_past_the_cap():
+    """The precheck caps a DMA's word count just above the deepest memory
+    (hw/vpu_check.py capped_product); counts far past it, packed planes, and large address
+    fields brought back into range by negative loop offsets must still give the ISA's code
+    (isa/dma.py sram_words is the oracle for the count)."""
+    from isa.dma import sram_words
+
+    rng = np.random.default_rng(11)
+    limit = max(CFG.asram_rows, CFG.wsram_rows, CFG.psram_rows * CFG.words_per_wide_row)
+    cap = 1 << (limit + 1).bit_length()
+    cases, expected, counts = [], [], []
+    for _ in range(600):
+        store = bool(rng.random() < 0.4)
+        elem = int(rng.choice([0, 1, 2, 4, 8]))
+        v = dict(elem=elem, stride0=elem, stride1=0, stride2=0, ext_addr=0,
+                 len0=int(rng.integers(1, 40)), len1=int(rng.integers(1, 90)), len2=int(rng.integers(1, 90)),
+                 sram=0 if store else int(rng.integers(0, 3)), sram_addr=int(rng.integers(0, 60000)))
+        if not store:
+            v.update(pack=int(rng.integers(0, 2)), **{p: int(rng.integers(0, 4)) for p in ("pad_b0", "pad_a0", "pad_b1", "pad_a1")})
+        words = sram_words(v, CFG.bus_bytes, store)
+        depth = [CFG.asram_rows, CFG.wsram_rows, CFG.psram_rows * CFG.words_per_wide_row][v["sram"]]
+        unit = CFG.words_per_wide_row if v["sram"] == 2 else 1
+        target = int(rng.choice([0, 1, max(0, depth - words), max(0, depth - words + 1), depth // 2]))
+        off = (target - v["sram_addr"]) // unit
+        eff = v["sram_addr"] + off * unit
+        space = ["asram", "wsram", "psram"][v["sram"]]
+        instr = make("DMA_STORE" if store else "DMA_LOAD", **v)
+        cases.append((encode_int(instr), 0, 1, dict(offsets={space: off}, full=False, loop_end=None)))
+        expected.append(ErrorCode.SRAM_OVERFLOW if words and not 0 <= eff <= depth - words else ErrorCode.NONE)
+        counts.append((words, v["sram_addr"] + words))
+    codes, _, _ = simulate(cases)
+    bad = [(c, e, k) for c, e, k in zip(codes, expected, counts) if c != e]
+    assert not bad, f"{len(bad)} of {len(codes)} differ, first (got, want, (words, addr + words)): {bad[0]}"
+    # the capped cases are there, on both sides of the rule
+    assert sum(w >= cap for w, _ in counts) > 100
+    assert {(e, w >= cap) for e, (w, _) in zip(expected, counts)} >= {(ErrorCode.SRAM_OVERFLOW, True)}
+    assert sum(e == ErrorCode.NONE and last >= cap for e, (_, last) in zip(expected, counts)) > 10

@@ -56,10 +56,9 @@ def _units(cfg):
         return PreCheck(cfg, staged=True)
 
     def loop():
-        from amaranth.utils import ceil_log2
         from hw.loop import LoopStack
-        from isa.instructions import INSTR_BYTES
-        return LoopStack(cfg, ceil_log2(cfg.ext_mem_bytes // INSTR_BYTES + 3) + 1)
+        from hw.precheck import index_bits
+        return LoopStack(cfg, index_bits(cfg))
 
     def named(module, cls):
         def make():
