@@ -4,7 +4,8 @@ tests of the `npu conformance` runner itself.
 The corpus is generated on first use by tools/make_conformance_corpus.py (official
 generator, expected results from the official reference model) into
 build/conformance/<key>/, where the key hashes the options, the tosa-tools version and the
-script, so later runs reuse it.  Generating the full corpus takes about a minute on 2 cores.
+script, so later runs reuse it.  Generating this selection takes a few minutes on 2 cores;
+the full listing (``--full``, ``make conformance-full``; docs/conformance.md) is not run here.
 """
 from __future__ import annotations
 

@@ -321,14 +321,17 @@ def select_tests(ttg, args, options: CorpusOptions, seed: int) -> tuple[list, di
 _WORK: dict = {}
 
 
-def _serialize_chunk(indices: list[int]) -> list[tuple[str, str]]:
+def _serialize_chunk(indices: list[int]) -> list[tuple[str, str, bool]]:
+    """(name, generator entry, written) of each test.  The generator declines to write an
+    ERROR_IF test whose drawn shapes do not break the condition after all (it logs
+    "Invalid ERROR_IF test created" and returns False), as tosa_verif_build_tests does."""
     ttg, tests = _WORK["ttg"], _WORK["tests"]
     out = []
     for i in indices:
         test = tests[i]
         with contextlib.redirect_stdout(sys.stderr):
-            ttg.serializeTest(test)
-        out.append((str(test), test.opName))
+            written = ttg.serializeTest(test) is not False
+        out.append((str(test), test.opName, written))
     return out
 
 
@@ -416,10 +419,17 @@ def _generate_seed(options: CorpusOptions, seed: int, suffix: str, out_tmp: Path
             made = [item for part in pool.map(_serialize_chunk, chunks) for item in part]
         _WORK.clear()
         seconds["generate"] = round(time.perf_counter() - start, 2)
-        log(f"seed {seed}: generated {len(made)} tests ({seconds['generate']} s)")
+        log(f"seed {seed}: generated {sum(w for _, _, w in made)} of {len(made)} tests "
+            f"({seconds['generate']} s)")
 
         start = time.perf_counter()
-        folders = {name: raw / entry / name for name, entry in made}
+        folders = {name: raw / entry / name for name, entry, written in made if written}
+        for name, _, written in made:
+            if not written:
+                report.left_out.append({
+                    "test": name + suffix,
+                    "reason": "the generator did not write it (Invalid ERROR_IF test created: "
+                              "the drawn shapes do not break the condition)"})
         with ThreadPoolExecutor(jobs) as pool:
             statuses = dict(zip(folders, pool.map(lambda d: _run_reference(model, d),
                                                   folders.values())))
