@@ -29,7 +29,9 @@ GRAPHS = sorted(p.parent.name for p in (FIXTURES / "graphs").glob("*/desc.json")
 @pytest.mark.parametrize("name", FOLDERS)
 def test_fixture_folder(name, backend):
     """Before: COND_IF took an else graph declaring a (-1, -1) input as matching a (2, 1)
-    input list (the sub-graph shape check let -1 match any size); ref and isa accepted it."""
+    input list (the sub-graph shape check let -1 match any size): ref and isa accepted it.
+    A RESHAPE of int8 (32,) to shape [4, 1, 8] declaring a (6, 9, 16) output: isa accepted
+    it (no dry run for a graph of movement operators; compiler check_reshapes now)."""
     result = conformance.run_test(name, FIXTURES / name, backend, config=DEFAULT_CONFIG)
     assert result.verdict == conformance.PASSED, result.reason
     assert result.reason.startswith("rejected: ")

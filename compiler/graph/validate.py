@@ -48,6 +48,41 @@ def check_level_ranks(graph: Graph) -> None:
                                                    f"MAX_RANK = {max_rank}", op.location)
 
 
+def check_reshapes(graph: Graph) -> None:
+    """Reject (InvalidInput) a RESHAPE whose declared output shape is not its shape operand
+    or whose sizes differ, in any block.
+
+    Shapes only, so it runs on every graph: the dry run of :func:`check_graph` runs only for
+    graphs with vector-unit or control operators, and a RESHAPE otherwise lowers to a view
+    or a copy that takes the declared output shape on trust (the official generator's
+    TensorSizeInputOutputMismatch tests, e.g. int8 (32,) -> shape [4, 1, 8] declared
+    (6, 9, 16), were accepted).  Same conditions as sim/reference's RESHAPE.
+    """
+    from compiler.core.errors import invalid
+
+    for region in graph.regions:
+        for block in region.blocks:
+            for op in block.operators:
+                if op.op != "RESHAPE" or not op.inputs or not op.outputs:
+                    continue
+                x, y = block.tensors.get(op.inputs[0]), block.tensors.get(op.outputs[0])
+                if x is None or y is None or any(d < 0 for d in (*x.shape, *y.shape)):
+                    continue
+                shape = None
+                if len(op.inputs) > 1 and op.inputs[1] in block.tensors:
+                    shape = block.tensors[op.inputs[1]].data
+                elif op.attrs.get("new_shape") is not None:
+                    shape = op.attrs["new_shape"]
+                if shape is not None:
+                    shape = [int(d) for d in np.asarray(shape).reshape(-1)]
+                    if -1 not in shape and shape != list(y.shape):
+                        raise invalid(op, f"ERROR_IF(output shape {list(y.shape)} != shape "
+                                          f"operand {shape})")
+                if int(np.prod(x.shape, dtype=np.int64)) != int(np.prod(y.shape, dtype=np.int64)):
+                    raise invalid(op, f"ERROR_IF(tensor_size(input1) != tensor_size(output)): "
+                                      f"{list(x.shape)} to {list(y.shape)}")
+
+
 def check_graph(graph: Graph) -> None:
     """Raise the first ERROR_IF the graph breaks (TosaError / InvalidInput), else return."""
     from sim.reference.interpreter import Interpreter
