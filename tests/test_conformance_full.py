@@ -88,3 +88,17 @@ def test_full_resumes(full_add, tmp_path):
     assert lines[0] == "[1/2] add seed 42: done before" and lines[1].startswith("[2/2] add seed 7: ")
     assert _tests(out / "add") == before
     assert not (out / "partial").exists()
+
+
+def test_listing_does_not_depend_on_earlier_listings(tmp_path):
+    """The generator edits its class-level operator list while listing (it drops an
+    operator's special-data tests once listed); two listings in one process must still
+    agree (before: the second listing of ADD lacked its special tests, 19 tests not 21)."""
+    tool = load_tool("make_conformance_corpus")
+    options = tool.CorpusOptions(ops="^add$", full=True)
+    listings = []
+    for k in range(2):
+        ttg, args = tool._make_generator(options, tmp_path / str(k), 7)
+        tests, _ = tool.select_tests(ttg, args, options, 7)
+        listings.append(sorted(map(str, tests)))
+    assert listings[0] and listings[0] == listings[1]
