@@ -31,7 +31,7 @@ version, per-operator counts and element types, left-out tests with reasons, tim
 is written last: its presence means the corpus is whole.  With the defaults (PRO-INT with
 EXT-INT16, EXT-DOUBLEROUND, EXT-CONTROLFLOW and EXT-INT4; seeds 42 and 7, the second seed's
 tests named ``<test>_seed7``; 8 positive tests per operator and seed, one negative test per
-ERROR_IF condition) that is 1375 tests of 55 operators, ~320 MB, made in about twice the time
+ERROR_IF condition) that is 1410 tests of 55 operators, ~260 MB, made in about twice the time
 of one seed (most of it the generator and the reference model).
 
 Full mode (``--full``, ``make conformance-full``): no selection, every positive and negative
