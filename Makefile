@@ -8,6 +8,10 @@
 #   make bitstream BOARD=icebreaker DESIGN=bridge   FPGA bitstream (YoWASP; build/board/<board>/),
 #                              BOARD=ulx3s|icebreaker, DESIGN=npu|bridge, BOARD_CONFIG=<name>
 #   make docs                  regenerate generated documentation and headers
+#   make conformance-full      the official generator's whole TOSA 1.0 PRO-INT listing (both seeds,
+#                              ~20,000 tests a seed) into build/conformance/full, one resumable
+#                              chunk per operator and seed (CONF_OPS=REGEX for some operators),
+#                              then run on ref and isa: report-{ref,isa}.{txt,json} beside it
 #   make fuzz                  fuzz campaigns over every input kind (FUZZ_COUNT inputs each);
 #                              findings are added to fuzz/corpus/, which `make test` replays
 
@@ -20,7 +24,7 @@ JOBS    ?= 2
 FUZZ_COUNT ?= 10000
 FUZZ_SEED ?= 1
 
-.PHONY: setup test test-fast sim bench synth bitstream docs fuzz clean
+.PHONY: setup test test-fast sim bench synth bitstream docs fuzz clean conformance-full
 
 CONFIG  ?= small
 TARGET  ?= ecp5
@@ -46,6 +50,19 @@ bench:
 
 fuzz:
 	$(PYTHON) -m fuzz --count $(FUZZ_COUNT) --seed $(FUZZ_SEED)
+
+# Not part of `make test`: generating the whole listing takes hours on one core (README).
+CONF_FULL ?= build/conformance/full
+CONF_OPS  ?=
+CONF_JOBS ?= 1
+
+conformance-full:
+	$(PYTHON) tools/make_conformance_corpus.py --full --out $(CONF_FULL) --jobs $(CONF_JOBS) $(if $(CONF_OPS),--ops '$(CONF_OPS)')
+	status=0; for b in ref isa; do \
+	  $(PYTHON) -m npu conformance $(CONF_FULL) --backend $$b --jobs $(CONF_JOBS) --verbose \
+	    --json $(CONF_FULL)/report-$$b.json > $(CONF_FULL)/report-$$b.txt || status=1; \
+	  tail -n 1 $(CONF_FULL)/report-$$b.txt | sed "s/^/$$b: /"; \
+	done; exit $$status
 
 synth:
 	$(PYTHON) -m hw.synth --config $(CONFIG) --target $(TARGET)

@@ -34,7 +34,7 @@ from compiler.dataflow import Dataflow, build_dataflow
 from compiler.frontends import load_graph
 from compiler.graph.control import CONTROL_OPS, inline_control_flow
 from compiler.graph.constant_fold import fold_constants
-from compiler.graph.validate import check_graph, check_level_ranks
+from compiler.graph.validate import check_graph, check_level_ranks, check_reshapes
 from compiler.kinds.conv.tap_packing import pack_taps
 from compiler.kinds.elementwise.fusion import fuse_elementwise
 from compiler.kinds.registry import kind_of
@@ -88,6 +88,7 @@ def compile_graph(graph: Graph, config: NpuConfig = DEFAULT_CONFIG, loops: bool 
     """
     graph.check_structure()             # recursion into a running block: illegal, never inlined
     check_level_ranks(graph)
+    check_reshapes(graph)               # views and copies take the declared shape on trust
     graph = fold_constants(graph)   # weights behind constant-foldable operators become constants
     if needs_linking(graph):        # WHILE_LOOP, big COND_IF: pieces linked with BRANCHes
         check_variable_blocks(graph, linked=True)
@@ -105,6 +106,7 @@ def run_pipeline(graph: Graph, config: NpuConfig = DEFAULT_CONFIG, loops: bool =
     # operators; for the others, and before refusing a graph, the spec's ERROR_IFs are
     # evaluated so an illegal graph is reported as illegal, not as unsupported.
     check_level_ranks(graph)
+    check_reshapes(graph)
     graph = fold_constants(graph)   # idempotent: a graph folded by compile_graph is returned as is
     try:
         check_variable_blocks(graph)     # variables in control-flow blocks: Unsupported

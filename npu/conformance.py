@@ -26,8 +26,9 @@ Verdicts, one per test:
 
 The report is a table per operator, then the line ``N passed, N failed`` (followed by ``, N
 unsupported`` and ``, N skipped`` when there are such tests: unsupported tests are counted on
-their own, never as passes nor as skips).  Exit code 1 when a test failed, 2 when a DIR is
-unusable, else 0.
+their own, never as passes nor as skips).  ``--json FILE`` also writes every verdict (name,
+operator, verdict, reason, seconds), the per-operator counts and the summary line as JSON.
+Exit code 1 when a test failed, 2 when a DIR is unusable, else 0.
 """
 from __future__ import annotations
 
@@ -37,7 +38,7 @@ import time
 import traceback
 from collections import Counter, defaultdict
 from concurrent.futures import ProcessPoolExecutor, as_completed
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import numpy as np
@@ -408,6 +409,22 @@ def format_report(results: list[TestResult], verbose: bool = False) -> str:
     return "\n".join(lines)
 
 
+def json_report(results: list[TestResult], backend: str, seconds: float) -> dict:
+    """Everything :func:`format_report` shows, as data: per-operator counts, every verdict
+    and the summary line."""
+    table: dict[str, Counter] = defaultdict(Counter)
+    for r in results:
+        table[r.operator][r.verdict] += 1
+    return {
+        "backend": backend,
+        "summary": summary_line(results),
+        "totals": {v: sum(c[v] for c in table.values()) for v in VERDICTS},
+        "operators": {op: {v: table[op][v] for v in VERDICTS} for op in sorted(table)},
+        "seconds": round(seconds, 1),
+        "tests": [asdict(r) for r in results],
+    }
+
+
 # -- command line ----------------------------------------------------------------------------
 def add_parser(subparsers) -> argparse.ArgumentParser:
     """Register ``npu conformance`` on the CLI's subparsers."""
@@ -429,6 +446,8 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     p.add_argument("--config", default="default", metavar="NAME|FILE.json",
                    help="isa/rtl: hardware configuration: 'default' (16x16), 'small' (4x4) or a "
                         "JSON file of NpuConfig fields (default: %(default)s)")
+    p.add_argument("--json", metavar="FILE",
+                   help="also write every verdict, the per-operator counts and the summary as JSON")
     p.add_argument("--dask", action="store_true",
                    help="run the tests on a local Dask cluster of --jobs workers (at least 2)")
     p.add_argument("--scheduler", metavar="ADDRESS",
@@ -445,8 +464,16 @@ def run(args) -> int:
     config = None
     if args.backend != "ref":
         config = load_config(args.config)
+    start = time.perf_counter()
     results = run_tests(tests, args.backend, config=config, jobs=min(args.jobs, len(tests)),
                         scheduler=args.scheduler, dask=args.dask)
+    if args.json:
+        import json
+
+        from npu.output import write_text
+
+        report = json_report(results, args.backend, time.perf_counter() - start)
+        write_text(args.json, json.dumps(report, indent=1) + "\n", "the JSON report")
     print(format_report(results, verbose=args.verbose))
     return 1 if any(r.verdict == FAILED for r in results) else 0
 

@@ -4,7 +4,8 @@ tests of the `npu conformance` runner itself.
 The corpus is generated on first use by tools/make_conformance_corpus.py (official
 generator, expected results from the official reference model) into
 build/conformance/<key>/, where the key hashes the options, the tosa-tools version and the
-script, so later runs reuse it.  Generating the full corpus takes about a minute on 2 cores.
+script, so later runs reuse it.  Generating this selection takes a few minutes on 2 cores;
+the full listing (``--full``, ``make conformance-full``; docs/conformance.md) is not run here.
 """
 from __future__ import annotations
 
@@ -288,3 +289,22 @@ def test_compare_output():
     # Floats are compared by encoding: -0.0 is not 0.0.
     assert conformance.compare_output("r", np.array([-0.0], np.float32),
                                       np.array([0.0], np.float32)) is not None
+
+
+def test_json_report(small_corpus, tmp_path, capsys):
+    """--json: the same verdicts as the table, one entry per test."""
+    report_path = tmp_path / "report.json"
+    code, out, _ = _cli(capsys, small_corpus, "--json", report_path)
+    report = json.loads(report_path.read_text())
+    m = SUMMARY.match(out.rstrip("\n").splitlines()[-1])
+    assert report["summary"] == m[0] and report["backend"] == "ref"
+    assert report["totals"]["passed"] == int(m[1]) and report["totals"]["failed"] == int(m[2])
+    assert len(report["tests"]) == len(list(small_corpus.rglob("desc.json")))
+    assert {t["operator"] for t in report["tests"]} == set(report["operators"]) == {"ADD", "NEGATE"}
+    assert sum(report["operators"]["ADD"].values()) == sum(t["operator"] == "ADD" for t in report["tests"])
+    assert code == (1 if int(m[2]) else 0)
+
+
+def test_json_report_unwritable_exit_2(small_corpus, tmp_path, capsys):
+    code, out, err = _cli(capsys, small_corpus, "--json", tmp_path / "no" / "such" / "report.json")
+    assert code == 2 and "cannot write the JSON report" in err

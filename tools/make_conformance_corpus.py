@@ -31,8 +31,19 @@ version, per-operator counts and element types, left-out tests with reasons, tim
 is written last: its presence means the corpus is whole.  With the defaults (PRO-INT with
 EXT-INT16, EXT-DOUBLEROUND, EXT-CONTROLFLOW and EXT-INT4; seeds 42 and 7, the second seed's
 tests named ``<test>_seed7``; 8 positive tests per operator and seed, one negative test per
-ERROR_IF condition) that is 1375 tests of 55 operators, ~320 MB, made in about twice the time
+ERROR_IF condition) that is 1410 tests of 55 operators, ~260 MB, made in about twice the time
 of one seed (most of it the generator and the reference model).
+
+Full mode (``--full``, ``make conformance-full``): no selection, every positive and negative
+test the generator lists for the same version, profile, extensions and element types
+(~20,000 a seed: 8,615 positive and 11,731 negative at seed 42, 8,385 and 11,892 at seed 7;
+most of them ERROR_IF tests and the convolutions' and pools' parameter grids).  That takes
+hours on one core, so it is made one operator and seed at a time: each chunk is generated
+apart, moved into ``OUT/<operator>/`` and recorded in ``OUT/chunks/<operator>.seed<S>.json``;
+a stopped run resumes at the first chunk without a record, and ``--ops`` runs add to one
+folder.  ``OUT/corpus.json`` then lists the chunks done and those still missing.  The
+generator draws every test's shapes, arguments and data from hashes of the seed and the
+test's identity, so a chunk holds exactly the tests the whole listing has for its operator.
 
 This is a fixture builder (tosa-tools is a test extra), never imported by product code.
 
@@ -40,6 +51,7 @@ Usage::
 
     python tools/make_conformance_corpus.py --out build/conformance/mine [--ops REGEX]
         [--max-per-op N] [--seeds S [S ...]] [--jobs J]
+    python tools/make_conformance_corpus.py --full --out build/conformance/full [--ops REGEX]
 
 :func:`ensure_corpus` gives tests a cached corpus under ``build/conformance/<key>/``, where
 the key hashes the options, the tosa-tools version and this file.
@@ -63,7 +75,7 @@ import tempfile
 import time
 from collections import defaultdict
 from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 # The reference model attaches gdb to itself on every rejected graph unless told not to.
@@ -90,6 +102,7 @@ class CorpusOptions:
     """What goes into the corpus; every field is part of the cache key."""
 
     ops: str = ""                       # regular expression on lower-case operator names
+    full: bool = False                  # every test the generator lists (no selection)
     max_per_op: int = DEFAULT_MAX_PER_OP
     negatives_per_condition: int = 1
     seeds: tuple[int, ...] = DEFAULT_SEEDS
@@ -208,12 +221,33 @@ def _generator_args(options: CorpusOptions, raw_dir: Path, seed: int):
     ])
 
 
+_DATA_GEN: dict | None = None
+
+
 def _make_generator(options: CorpusOptions, raw_dir: Path, seed: int):
+    """A generator whose operators list every test a fresh process lists.
+
+    While listing, the generator replaces an operator's ``data_gen`` entry in
+    ``TOSA_OP_LIST`` (a class attribute) by one without the special-data generator once it
+    has listed that operator's special (full-range) tests, to list them once per generator;
+    the change outlives the generator, so a second listing in the same process lacked them
+    (seed 7 of ADD: 4 positive tests instead of the 6 a fresh process lists).  The entries
+    as the first generator saw them are put back in every later one.
+    """
     from generator.tosa_test_gen import TosaTestGen
     from generator.tosa_verif_build_tests import _get_tosa_version
 
+    global _DATA_GEN
     args = _generator_args(options, raw_dir, seed)
-    return TosaTestGen(args, _get_tosa_version(args.tosa_version_str)), args
+    ttg = TosaTestGen(args, _get_tosa_version(args.tosa_version_str))
+    if _DATA_GEN is None:
+        _DATA_GEN = {op: entry["data_gen"] for op, entry in ttg.TOSA_OP_LIST.items()
+                     if isinstance(entry, dict) and "data_gen" in entry}
+    else:
+        for op, data_gen in _DATA_GEN.items():
+            if op in ttg.TOSA_OP_LIST:
+                ttg.TOSA_OP_LIST[op]["data_gen"] = data_gen
+    return ttg, args
 
 
 def _spread(groups: dict, limit: int, rng: random.Random | None) -> list:
@@ -280,6 +314,9 @@ def select_tests(ttg, args, options: CorpusOptions, seed: int) -> tuple[list, di
 
     chosen = []
     for operator in sorted(by_op):
+        if options.full:
+            chosen += by_op[operator]["positive"] + by_op[operator]["negative"]
+            continue
         rng = random.Random(f"{seed}:{operator}")
         # Every element type first, then within a type the parameters the official
         # selection permutes (rank, rounding mode, kernel, ...) and special-data tests.
@@ -305,14 +342,17 @@ def select_tests(ttg, args, options: CorpusOptions, seed: int) -> tuple[list, di
 _WORK: dict = {}
 
 
-def _serialize_chunk(indices: list[int]) -> list[tuple[str, str]]:
+def _serialize_chunk(indices: list[int]) -> list[tuple[str, str, bool]]:
+    """(name, generator entry, written) of each test.  The generator declines to write an
+    ERROR_IF test whose drawn shapes do not break the condition after all (it logs
+    "Invalid ERROR_IF test created" and returns False), as tosa_verif_build_tests does."""
     ttg, tests = _WORK["ttg"], _WORK["tests"]
     out = []
     for i in indices:
         test = tests[i]
         with contextlib.redirect_stdout(sys.stderr):
-            ttg.serializeTest(test)
-        out.append((str(test), test.opName))
+            written = ttg.serializeTest(test) is not False
+        out.append((str(test), test.opName, written))
     return out
 
 
@@ -400,10 +440,17 @@ def _generate_seed(options: CorpusOptions, seed: int, suffix: str, out_tmp: Path
             made = [item for part in pool.map(_serialize_chunk, chunks) for item in part]
         _WORK.clear()
         seconds["generate"] = round(time.perf_counter() - start, 2)
-        log(f"seed {seed}: generated {len(made)} tests ({seconds['generate']} s)")
+        log(f"seed {seed}: generated {sum(w for _, _, w in made)} of {len(made)} tests "
+            f"({seconds['generate']} s)")
 
         start = time.perf_counter()
-        folders = {name: raw / entry / name for name, entry in made}
+        folders = {name: raw / entry / name for name, entry, written in made if written}
+        for name, _, written in made:
+            if not written:
+                report.left_out.append({
+                    "test": name + suffix,
+                    "reason": "the generator did not write it (Invalid ERROR_IF test created: "
+                              "the drawn shapes do not break the condition)"})
         with ThreadPoolExecutor(jobs) as pool:
             statuses = dict(zip(folders, pool.map(lambda d: _run_reference(model, d),
                                                   folders.values())))
@@ -428,6 +475,105 @@ def _generate_seed(options: CorpusOptions, seed: int, suffix: str, out_tmp: Path
         seconds["convert"] = round(time.perf_counter() - start, 2)
     for key, value in seconds.items():
         report.seconds[key] = round(report.seconds.get(key, 0) + value, 2)
+
+
+# -- full mode: every listed test, in resumable chunks of one operator and seed ---------------
+def full_operators(options: CorpusOptions) -> list[str]:
+    """Operators the full corpus has (the generator's, in the official selection), matching
+    ``options.ops``."""
+    allowed = official_dtypes(options)
+    pattern = re.compile(options.ops) if options.ops else None
+    with tempfile.TemporaryDirectory(prefix="tosa-corpus-ops-") as tmp:
+        ttg, _ = _make_generator(options, Path(tmp), options.seeds[0])
+        names = {ttg.getOperatorNameStr(entry) for entry in ttg.TOSA_OP_LIST}
+    return sorted(op for op in names & set(allowed) if pattern is None or pattern.search(op))
+
+
+def _chunk_marker(out: Path, operator: str, seed: int) -> Path:
+    return out / "chunks" / f"{operator}.seed{seed}.json"
+
+
+def generate_full(options: CorpusOptions, out: Path, jobs: int = 1, log=print) -> dict:
+    """Generate every test the generator lists (``options.full``) into ``out``, one operator
+    and seed at a time.
+
+    A chunk's tests are generated into ``out/partial/`` and moved to ``out/<operator>/``;
+    ``out/chunks/<operator>.seed<S>.json`` (its counts, left-out tests and timings) is written
+    last, so a stopped run resumes at the first chunk without one and never leaves half a
+    chunk behind.  ``out`` may already hold chunks of other operators (``--ops`` runs add to
+    one folder).  ``out/corpus.json`` is rewritten at the end of every run: the chunks done,
+    the ones still missing (``complete`` false while any is), counts and timings.
+    """
+    out = Path(out)
+    (out / "chunks").mkdir(parents=True, exist_ok=True)
+    wanted = replace(options, full=True)
+    operators = full_operators(wanted)
+    todo = [(op, k, seed) for op in operators for k, seed in enumerate(wanted.seeds)]
+    for n, (operator, k, seed) in enumerate(todo, 1):
+        marker = _chunk_marker(out, operator, seed)
+        if marker.is_file():
+            log(f"[{n}/{len(todo)}] {operator} seed {seed}: done before")
+            continue
+        suffix = "" if k == 0 else f"_seed{seed}"
+        partial = out / "partial" / f"{operator}.seed{seed}"
+        shutil.rmtree(partial, ignore_errors=True)
+        partial.parent.mkdir(exist_ok=True)
+        start = time.perf_counter()
+        chunk = replace(wanted, ops=f"^{re.escape(operator)}$", seeds=(seed,))
+        report = generate(chunk, partial, jobs=jobs, log=lambda *a: None)
+        target = out / operator
+        target.mkdir(exist_ok=True)
+        for test in sorted((partial / operator).iterdir()) if (partial / operator).is_dir() else []:
+            dest = target / (test.name + suffix)
+            shutil.rmtree(dest, ignore_errors=True)   # from a chunk stopped while moving
+            test.rename(dest)
+        shutil.rmtree(partial)
+        seconds = round(time.perf_counter() - start, 1)
+        counts = report.counts.get(operator, {"positive": 0, "negative": 0})
+        made = counts["positive"] + counts["negative"]
+        record = {"operator": operator, "seed": seed, "suffix": suffix, "counts": counts,
+                  "dtypes": report.dtypes.get(operator, []),
+                  "left_out": [{**e, "test": e["test"] + suffix} for e in report.left_out],
+                  "seconds": {**report.seconds, "total": seconds}, "bytes": report.bytes,
+                  "tosa_tools": report.tosa_tools}
+        tmp_marker = marker.with_suffix(".tmp")
+        tmp_marker.write_text(json.dumps(record, indent=1) + "\n")
+        tmp_marker.rename(marker)
+        per_test = f", {seconds / made:.2f} s a test" if made else ""
+        log(f"[{n}/{len(todo)}] {operator} seed {seed}: {counts['positive']} positive, "
+            f"{counts['negative']} negative, {len(record['left_out'])} left out "
+            f"({seconds} s{per_test})")
+    shutil.rmtree(out / "partial", ignore_errors=True)
+    return write_full_manifest(out, replace(wanted, ops=""))
+
+
+def write_full_manifest(out: Path, options: CorpusOptions) -> dict:
+    """``out/corpus.json`` from the chunk markers: what the full corpus holds so far."""
+    chunks = [json.loads(p.read_text()) for p in sorted((out / "chunks").glob("*.json"))]
+    have = {(c["operator"], c["seed"]) for c in chunks}
+    missing = [f"{op} seed {seed}" for op in full_operators(options) for seed in options.seeds
+               if (op, seed) not in have]
+    counts: dict = defaultdict(lambda: {"positive": 0, "negative": 0})
+    per_seed: dict = defaultdict(dict)
+    seconds: dict = defaultdict(float)
+    for c in chunks:
+        for kind in ("positive", "negative"):
+            counts[c["operator"]][kind] += c["counts"][kind]
+        per_seed[str(c["seed"])][c["operator"]] = c["counts"]
+        for key, value in c["seconds"].items():
+            seconds[key] += value
+    manifest = {
+        "options": asdict(options), "tosa_tools": tosa_tools_version(),
+        "complete": not missing, "missing": missing,
+        "counts": {op: counts[op] for op in sorted(counts)},
+        "counts_per_seed": {s: dict(sorted(v.items())) for s, v in sorted(per_seed.items())},
+        "tests": sum(c["positive"] + c["negative"] for c in counts.values()),
+        "left_out": [e for c in chunks for e in c["left_out"]],
+        "seconds": {k: round(v, 1) for k, v in seconds.items()},
+        "bytes": sum(c["bytes"] for c in chunks),
+    }
+    (out / "corpus.json").write_text(json.dumps(manifest, indent=1) + "\n")
+    return manifest
 
 
 # -- cache for the test suite ---------------------------------------------------------------
@@ -459,7 +605,11 @@ def main(argv: list[str] | None = None) -> int:
         prog="make_conformance_corpus",
         description="Generate a TOSA 1.0 PRO-INT conformance corpus with expected results "
                     "from the official reference model.")
-    p.add_argument("--out", required=True, metavar="DIR", help="output folder (must not exist)")
+    p.add_argument("--out", required=True, metavar="DIR",
+                   help="output folder (must not exist; with --full it may: chunks done are kept)")
+    p.add_argument("--full", action="store_true",
+                   help="every positive and negative test the generator lists (no selection), "
+                        "generated one operator and seed at a time; a stopped run resumes")
     p.add_argument("--ops", default="", metavar="REGEX",
                    help="only operators whose lower-case name matches (re.search)")
     p.add_argument("--max-per-op", type=int, default=DEFAULT_MAX_PER_OP, metavar="N",
@@ -477,11 +627,17 @@ def main(argv: list[str] | None = None) -> int:
                    help="PRO-INT extensions (default: %(default)s)")
     p.add_argument("--jobs", type=int, default=2, help="parallel workers (default: 2)")
     a = p.parse_args(argv)
-    options = CorpusOptions(ops=a.ops, max_per_op=a.max_per_op,
+    options = CorpusOptions(ops=a.ops, full=a.full, max_per_op=a.max_per_op,
                             negatives_per_condition=a.negatives_per_condition, seeds=tuple(a.seeds),
                             dtypes=tuple(a.dtypes), extensions=tuple(a.extensions))
     start = time.perf_counter()
-    generate(options, Path(a.out), jobs=max(1, a.jobs))
+    if a.full:
+        manifest = generate_full(options, Path(a.out), jobs=max(1, a.jobs),
+                                 log=lambda text: print(text, flush=True))
+        print(f"{a.out}: {manifest['tests']} tests, {len(manifest['missing'])} operator/seed "
+              f"chunks still to generate")
+    else:
+        generate(options, Path(a.out), jobs=max(1, a.jobs))
     print(f"total {time.perf_counter() - start:.1f} s")
     return 0
 

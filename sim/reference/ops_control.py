@@ -57,12 +57,17 @@ def _sub_block(ctx, attr: str):
 
 
 def _list_matches(block, names, shapes_types) -> bool:
-    """tensor_list_shape (and element types) of ``shapes_types`` == the block's list ``names``."""
+    """tensor_list_shape (and element types) of ``shapes_types`` == the block's list ``names``.
+
+    Exact: a sub-graph's declared input shape with an unknown (-1) dimension does not match
+    a known one (the spec compares the shape lists; the official reference model rejects
+    such a COND_IF, e.g. the generator's CondIfInputListElseGraphMismatch test with an else
+    graph taking a (-1, -1) input)."""
     if len(names) != len(shapes_types):
         return False
     for name, (shape, dtype) in zip(names, shapes_types):
         t = block.tensors.get(name)
-        if t is None or t.dtype != dtype or not shapes_match(t.shape, shape):
+        if t is None or t.dtype != dtype or tuple(t.shape) != tuple(shape):
             return False
     return True
 

@@ -1,0 +1,49 @@
+"""Tests the full conformance listing (docs/conformance.md) found failing, kept as fixtures
+from the generated corpus: each is an ERROR_IF test that the official reference model
+rejected when the corpus was made (its ``expected_failure``), so rejection is the oracle.
+
+* ``tests/fixtures/conformance/<test>/``: whole test folders, run with ``npu conformance``.
+* ``tests/fixtures/conformance/graphs/<test>/``: ``desc.json`` and the graph only (their
+  inputs are tens of MB); legality is a property of the graph, checked with the compiler's
+  ERROR_IF pass, which the isa and rtl backends run before lowering.
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from compiler.graph.validate import check_graph
+from isa.config import DEFAULT_CONFIG
+from npu import conformance
+from tosa_ir.errors import InvalidInput
+from tosa_ir.tosa_fb import read_tosa
+
+FIXTURES = Path(__file__).parent / "fixtures" / "conformance"
+FOLDERS = sorted(p.parent.name for p in FIXTURES.glob("*/desc.json"))
+GRAPHS = sorted(p.parent.name for p in (FIXTURES / "graphs").glob("*/desc.json"))
+
+
+@pytest.mark.parametrize("backend", ["ref", "isa"])
+@pytest.mark.parametrize("name", FOLDERS)
+def test_fixture_folder(name, backend):
+    """Before: COND_IF took an else graph declaring a (-1, -1) input as matching a (2, 1)
+    input list (the sub-graph shape check let -1 match any size): ref and isa accepted it.
+    A RESHAPE of int8 (32,) to shape [4, 1, 8] declaring a (6, 9, 16) output: isa accepted
+    it (no dry run for a graph of movement operators; compiler check_reshapes now)."""
+    result = conformance.run_test(name, FIXTURES / name, backend, config=DEFAULT_CONFIG)
+    assert result.verdict == conformance.PASSED, result.reason
+    assert result.reason.startswith("rejected: ")
+
+
+@pytest.mark.parametrize("name", GRAPHS)
+def test_large_illegal_graph_rejected(name):
+    """Before: graphs whose inputs held more than 4M elements skipped the ERROR_IF dry run,
+    so these CONCATs (10M-40M input elements) were accepted, or refused as unsupported,
+    by the compiler instead of rejected."""
+    desc = json.loads((FIXTURES / "graphs" / name / "desc.json").read_text())
+    assert desc["expected_failure"] is True
+    graph = read_tosa(FIXTURES / "graphs" / name / "test.tosa")
+    with pytest.raises(InvalidInput):
+        check_graph(graph)
