@@ -25,12 +25,12 @@ if importlib.util.find_spec("tosa_reference_model") is None:  # pragma: no cover
 # control flow; int48 RESCALE input (split into ACC row pairs).
 CHOSEN = (
     "add/add_61x30_i32_is", "select/select_0_b", "rescale/rescale_0_i16_outi8_sc0_rmS_pc0_iu1_ou0",
-    "rescale/rescale_59x43_i48_outi8_sc0_rmS_pc1_iu0_ou0_seed7",
+    "rescale/rescale_59x43_i48_outi32_sc0_rmS_pc0_iu0_ou0_seed7",
     "clamp/clamp_0_i16", "mul/mul_0_i16_perm0_shift0", "negate/negate_0_i32", "intdiv/intdiv_1_i32_si",
     "cast/cast_0_i8_outi16", "table/table_25_i8",
     "conv2d/conv2d_5x5_1x37x17x4_i8xi8_acci32_st11_pad0100_dilat21_lclbnd0",
-    "conv2d/conv2d_3x3_1x4x29x28_i8xi4_acci32_st21_pad0100_dilat12_lclbnd0_seed7",
-    "depthwise_conv2d/depthwise_conv2d_3x1_1x37x11x3_i8xi8_acci32_st21_pad1101_dilat12_lclbnd0_seed7",
+    "conv2d/conv2d_5x5_1x11x51x38_i8xi4_acci32_st11_pad1101_dilat11_lclbnd0_seed7",
+    "depthwise_conv2d/depthwise_conv2d_2x2_1x3x18x59_i8xi4_acci32_st12_pad0110_dilat12_lclbnd0_seed7",
     "conv3d/conv3d_2x1x1_1x10x15x14x47_i8xi4_acci32_st111_pad000000_dilat111_lclbnd0_is_s1",
     "transpose_conv2d/transpose_conv2d_1x3_1x1x16x28_i8xi8_acci32_st22_pad0111_os1x2x35x12_lclbnd0",
     "matmul/matmul_14x63x3_i16xi16_outi48",
