@@ -59,6 +59,7 @@ def check_reshapes(graph: Graph) -> None:
     (6, 9, 16), were accepted).  Same conditions as sim/reference's RESHAPE.
     """
     from compiler.core.errors import invalid
+    from sim.reference.ops_support import int_list
 
     for region in graph.regions:
         for block in region.blocks:
@@ -74,7 +75,7 @@ def check_reshapes(graph: Graph) -> None:
                 elif op.attrs.get("new_shape") is not None:
                     shape = op.attrs["new_shape"]
                 if shape is not None:
-                    shape = [int(d) for d in np.asarray(shape).reshape(-1)]
+                    shape = int_list(shape)
                     if -1 not in shape and shape != list(y.shape):
                         raise invalid(op, f"ERROR_IF(output shape {list(y.shape)} != shape "
                                           f"operand {shape})")
