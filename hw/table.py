@@ -14,19 +14,23 @@ DMA scratchpad is one, with a LOOP increment field), changing LOOP and the DMA f
 gain; PSRAM is too small on small builds (512 bytes on the 4x4) and busy with the vector
 unit's parameters.  Staging in ASRAM also lets a program compute a table on chip.
 
-Schedule (isa/vector.py, as the vector unit's: K = 0, E = 1).  A command taken in cycle c
-gives output vector v the P = max(R, W) cycles from c+1+v*P; its R input rows are read in
-the first R.  For a read in cycle t:
+Schedule (isa/vector.py, as the vector unit's: K = 0, E = 1, ``WRITE_LATENCY`` = 4).  A
+command taken in cycle c gives output vector v the P = max(R, W) cycles from c+1+v*P; its
+R input rows are read in the first R.  For a read in cycle t:
 
 * t+1: the row arrives (a first INT16 ASRAM row is buffered).  At an element's last row
-  the lanes' table rows are read (lane n: row t_addr + offset_n // BUS) and the entry
-  selects and fractions registered; LOAD registers the row instead.
-* t+2 .. t+1+W: the writer interpolates from the table ports (which hold their data
-  until the next lookup, at least P >= W cycles later) and writes result row wj; LOAD
-  writes the registered row to every copy.
+  each lane's table offset and fraction are registered; LOAD registers the row instead.
+* t+2: the lanes' table rows are read (lane n: row t_addr + offset_n // BUS) and the entry
+  selects registered; LOAD's row moves down its delay line.
+* t+3: the table ports hold the rows (until the next lookup, at least P >= W cycles
+  later); the lanes interpolate and the results are registered.
+* t+4 .. t+3+W: the writer writes result row wj from those registers; LOAD writes its
+  delayed row to every copy.
 
-Busy from c+1 through the last write (1 + (N-1)*P + R + W cycles); the unit takes a
-command only when idle.  It shares the vector unit's sequencer port (hw/top.py): the
+The registers at t+1 and t+3 keep a read port's data off the table's address and the
+INT16 interpolation multiply off the write port (before them: 44 MHz placed on the ECP5;
+docs/hardware.md "Timing").  Busy from c+1 through the last write ((N-1)*P + R + W + 3
+cycles); the unit takes a command only when idle.  It shares the vector unit's sequencer port (hw/top.py): the
 sequencer sees one VPU.  Errors are the checker's (hw/table_check.py).
 """
 from __future__ import annotations
@@ -144,7 +148,12 @@ class Table(wiring.Component):
             m.submodules[f"tsram{n}"] = mem
             copies.append((mem.write_port(), mem.read_port()))
 
+        # t+1: offsets and fractions registered; t+2: table rows read, entry selects registered
+        e_final = Signal()
+        m.d.sync += e_final.eq(final)
         sel_bits = row_shift
+        e_off = [Signal(11, name=f"e_off{n}") for n in range(L)]
+        e_frac = [Signal(7, name=f"e_frac{n}") for n in range(L)]
         frac = [Signal(7, name=f"frac{n}") for n in range(L)]
         sel = [Signal(sel_bits, name=f"sel{n}") for n in range(L)]
         for n, (_, rport) in enumerate(copies):
@@ -154,16 +163,24 @@ class Table(wiring.Component):
             off8 = x8 ^ 0x80
             off16 = Cat(0, 0, (x16 ^ 0x8000)[7:])
             off = named(m, Mux(is_int16, off16, off8), f"off{n}", 11)
-            m.d.comb += [rport.addr.eq(t_addr + (off >> row_shift)), rport.en.eq(final & ~is_load)]
             with m.If(final):
-                m.d.sync += [sel[n].eq(off[:sel_bits]), frac[n].eq(x16[:7])]
+                m.d.sync += [e_off[n].eq(off), e_frac[n].eq(x16[:7])]
+            m.d.comb += [rport.addr.eq(t_addr + (e_off[n] >> row_shift)), rport.en.eq(e_final & ~is_load)]
+            with m.If(e_final):
+                m.d.sync += [sel[n].eq(e_off[n][:sel_bits]), frac[n].eq(e_frac[n])]
 
-        load_data = Signal(narrow)
-        load_row = Signal.like(t_row)
+        # LOAD: the row and its TSRAM row through a delay line as long as a lookup's
+        # (P = 1, so a new row can arrive every cycle)
+        load_data = [Signal(narrow, name=f"load_data{s}") for s in range(3)]
+        load_row = [Signal.like(t_row, name=f"load_row{s}") for s in range(3)]
         with m.If(final & is_load):
-            m.d.sync += [load_data.eq(row_in), load_row.eq(d_t_row)]
+            m.d.sync += [load_data[0].eq(row_in), load_row[0].eq(d_t_row)]
+        m.d.sync += [load_data[s + 1].eq(load_data[s]) for s in range(2)]
+        m.d.sync += [load_row[s + 1].eq(load_row[s]) for s in range(2)]
 
-        # -- the writer: t+2 .. t+1+W ---------------------------------------------------------
+        # -- t+3: results registered; the writer: t+4 .. t+3+W ------------------------------------
+        x_valid = Signal()
+        m.d.sync += x_valid.eq(e_final)
         w_active = Signal()
         wj = Signal(2)
         d_vec = Signal(PTR_BITS)
@@ -178,18 +195,21 @@ class Table(wiring.Component):
                     m.d.sync += [di0.eq(di0 + 1), d_vec.eq(d_vec + d_s0)]
             with m.Else():
                 m.d.sync += wj.eq(wj + 1)
-        with m.If(final):
+        with m.If(x_valid):
             m.d.sync += [w_active.eq(1), wj.eq(0)]
 
         out = []
         for n, (wport, rport) in enumerate(copies):
-            m.d.comb += [wport.addr.eq(load_row), wport.data.eq(load_data), wport.en.eq(w_active & is_load)]
+            m.d.comb += [wport.addr.eq(load_row[2]), wport.data.eq(load_data[2]),
+                         wport.en.eq(w_active & is_load)]
             entry8 = rport.data.word_select(sel[n], 8).as_signed()
             pair = rport.data.word_select(sel[n][2:], 32) if bus > 4 else rport.data
             base = pair[:16].as_signed()
             nxt = pair[16:].as_signed()
             interp = (base << 7) + (nxt - base) * frac[n]      # exact: 25 bits signed
-            out.append(named(m, Mux(is_int16, interp, entry8), f"y{n}", signed(32)))
+            y = Signal(signed(32), name=f"y{n}")
+            m.d.sync += y.eq(Mux(is_int16, interp, entry8))
+            out.append(y)
         flat = Cat(out)
         row8 = Cat(y[:8] for y in out)
         waddr = named(m, d_vec + wj, "waddr")
@@ -203,7 +223,7 @@ class Table(wiring.Component):
             self.acc_w.data.eq(flat),
         ]
 
-        busy = named(m, active | d_valid | w_active, "busy")
+        busy = named(m, active | d_valid | e_final | x_valid | w_active, "busy")
         m.d.comb += [self.ctl.busy.eq(busy), self.ctl.ready.eq(~busy)]
 
         with m.If(start):

@@ -6,17 +6,25 @@ multiplier, shift) through operand a's PSRAM port, then ``P`` cycles per output 
 the first ``E*R`` of which read its window elements (``R`` rows each; operand k reads its
 ``rows_k`` rows in the first ``rows_k`` cycles of each element).
 
-Datapath, for a read in cycle t:
+Datapath, for a read in cycle t (``WRITE_LATENCY`` = 4 in isa/vector.py):
 
 * t+1: the read ports hold the row.  Rows before an operand's last are kept in its
   buffer; when an element's last row arrives its lanes are decoded (hw/vpu_lanes.py:
-  type, memory, lane broadcast) from the buffer plus the port, and stage S0 computes the
-  element: the scaling multiply of ACT/VRESCALE, VALU's operation (or its product, for
-  MUL), or VPOOL's running reduction.  At the last element of a vector S0's result is
-  loaded into X1 (and a vector's window reduction into its accumulator each element).
-* t+2 .. t+1+W: stage S2 (comb from X1: rounding shift, zero point, type clip, clamp,
-  output type) feeds the writer, one row per cycle.  X1 changes once per vector, at
-  least P >= W cycles apart, so the rows of one vector see one X1.
+  type, memory, lane broadcast) from the buffer plus the port and registered (E).
+* t+2: stage S0 computes the element from E: the scaling multiply of ACT/VRESCALE,
+  VALU's operation (or its product, for MUL), or VPOOL's running reduction.  At the last
+  element of a vector S0's result is loaded into X1 (and a vector's window reduction
+  into its accumulator each element).
+* t+3: stage S2a, the rounding shift of X1 (or its low bits), into register Y.
+* t+4 .. t+3+W: stage S2b (comb from Y: zero point, type clip, clamp, output type) feeds
+  the writer, one row per cycle.  X1 changes once per vector, at least P >= W cycles
+  apart, and Y one cycle after it, so the rows of one vector see one Y.
+
+Why the registers sit there: before them a read port's data went through the lane
+decode, a 50-bit add, a 48x16 or 32x32 multiply, a 64-bit rounding add and shift, the
+zero point and four clamps in one cycle (17 MHz placed on the ECP5, the slowest unit);
+E cuts the memory read and decode off the multiply, Y cuts the multiply and rounding
+shift off the clamps (docs/hardware.md "Timing").
 
 The unit is busy from the cycle after the command through the last write and takes the
 next command only when idle (so it never overlaps its own instructions).  Per lane, the
@@ -210,11 +218,20 @@ class Vpu(wiring.Component):
                             m.d.sync += Cat(*buf[:4]).eq(acc_data)
                         with m.Case(VecMem.PSRAM):
                             m.d.sync += Cat(*buf[:4]).eq(psram_data)
-            values[k] = decode_lanes(m, c, k, buf, port_n, acc_data, psram_data, L)
+            decoded = decode_lanes(m, c, k, buf, port_n, acc_data, psram_data, L)
+            values[k] = [Signal.like(v, name=f"e_{k}{n}") for n, v in enumerate(decoded)]
+            with m.If(d_valid & d_last_row):
+                m.d.sync += [e.eq(v) for e, v in zip(values[k], decoded)]
 
-        # -- S0: an element completes ---------------------------------------------------------
-        elem_done = named(m, d_valid & d_last_row, "elem_done")
-        final = named(m, elem_done & d_last_elem, "final")
+        # -- t+2, S0: an element completes, from the registered lanes (E) ----------------------
+        e_valid = Signal()
+        e_elem_done = Signal()
+        e_first = Signal()
+        e_last_elem = Signal()
+        m.d.sync += [e_valid.eq(d_valid), e_elem_done.eq(d_valid & d_last_row),
+                     e_first.eq(d_first), e_last_elem.eq(d_last_elem)]
+        elem_done = e_elem_done
+        final = named(m, elem_done & e_last_elem, "final")
         x1 = [Signal(signed(64), name=f"x1_{n}") for n in range(L)]
         x1_neg = [Signal(name=f"x1_neg{n}") for n in range(L)]
         pool = [Signal(signed(32), name=f"pool{n}") for n in range(L)]
@@ -230,7 +247,7 @@ class Vpu(wiring.Component):
             y = Mux(c.is_valu, b[:32].as_signed(), Mux(c.scale32, mul[n], m16))
             product = named(m, Mux(c.is_rescale & ~c.scale32, pre[:48].as_signed() * m16, x * y),
                             f"product{n}", signed(64))
-            acc0 = named(m, Mux(d_first, Mux(pool_max, a32, 0), pool[n]), f"pool_in{n}", signed(32))
+            acc0 = named(m, Mux(e_first, Mux(pool_max, a32, 0), pool[n]), f"pool_in{n}", signed(32))
             reduced = named(m, Mux(pool_max, Mux(a32 > acc0, a32, acc0), (acc0 + a32 - c.in_zp)[:32]),
                             f"reduced{n}", signed(32))
             with m.If(elem_done & c.is_pool):
@@ -241,7 +258,19 @@ class Vpu(wiring.Component):
                     x1_neg[n].eq(v32 < 0),
                 ]
 
-        # -- S2 and the writer -----------------------------------------------------------------
+        # -- t+3, S2a: the rounding shift of X1 into Y ------------------------------------------
+        x_valid = Signal()
+        m.d.sync += x_valid.eq(final)
+        y_base = [Signal(signed(36), name=f"y_base{n}") for n in range(L)]
+        for n in range(L):
+            sh = named(m, Mux(c.is_valu, c.imm0[:6], shift[n]), f"sh{n}", 6)
+            rnd = (Const(1, 64) << sh) >> 1                 # 1 << (sh-1), or 0 when sh == 0
+            adj = Mux(c.dr & (sh > 31), Mux(x1_neg[n], -(1 << 30), 1 << 30), 0)
+            total = named(m, (x1[n] + rnd + adj)[:64], f"total{n}", signed(64))
+            scaled = (total >> sh)[:32].as_signed()
+            m.d.sync += y_base[n].eq(Mux(c.rounding, scaled, x1[n][:36].as_signed()))
+
+        # -- t+4 .. t+3+W, S2b and the writer ------------------------------------------------
         w_active = Signal()
         wj = Signal(range(4))
         di0 = Signal(16)
@@ -258,18 +287,12 @@ class Vpu(wiring.Component):
                     m.d.sync += [di0.eq(di0 + 1), d_vec.eq(d_vec + c.d_s0)]
             with m.Else():
                 m.d.sync += wj.eq(wj + 1)
-        with m.If(final):
+        with m.If(x_valid):
             m.d.sync += [w_active.eq(1), wj.eq(0)]
 
         out = []
         for n in range(L):
-            sh = named(m, Mux(c.is_valu, c.imm0[:6], shift[n]), f"sh{n}", 6)
-            rnd = (Const(1, 64) << sh) >> 1                 # 1 << (sh-1), or 0 when sh == 0
-            adj = Mux(c.dr & (sh > 31), Mux(x1_neg[n], -(1 << 30), 1 << 30), 0)
-            total = named(m, (x1[n] + rnd + adj)[:64], f"total{n}", signed(64))
-            scaled = (total >> sh)[:32].as_signed()
-            base = Mux(c.rounding, scaled, x1[n][:36].as_signed())
-            y0 = named(m, base + c.out_zp, f"y0_{n}", signed(37))
+            y0 = named(m, y_base[n] + c.out_zp, f"y0_{n}", signed(37))
             y1 = named(m, Mux(c.type_clip & (y0 < c.tlo), c.tlo, y0), f"y1_{n}", signed(37))
             y2 = named(m, Mux(c.type_clip & (y1 > c.thi), c.thi, y1), f"y2_{n}", signed(37))
             y3 = named(m, Mux(c.clamp & (y2 < c.cmin), c.cmin, y2), f"y3_{n}", signed(37))
@@ -295,7 +318,7 @@ class Vpu(wiring.Component):
             self.acc_w.data.eq(Cat(lanes32)),
         ]
 
-        busy = named(m, active | d_valid | w_active, "busy")
+        busy = named(m, active | d_valid | e_valid | x_valid | w_active, "busy")
         m.d.comb += [self.ctl.busy.eq(busy), self.ctl.ready.eq(~busy)]
 
         with m.If(start):

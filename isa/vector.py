@@ -10,9 +10,18 @@ Schedule (hw/vpu.py implements it; sim/npu_timing.py counts it).  A command take
 ``P`` cycles from ``c+1+K+v*P``: its window elements (``E`` of them, 1 outside VPOOL) are
 read in its first ``E*R`` cycles (``R`` rows each: the most any operand it reads
 occupies; an operand with fewer rows reads them first), and its ``W`` result rows are
-written one per cycle from two cycles after its last read.  ``P = max(E*R, W)``.  The
-unit is busy from ``c+1`` through the last write, ``1 + K + (N-1)*P + E*R + W`` cycles,
-and takes its next command only when idle; a command with ``N*E == 0`` does nothing.
+written one per cycle from ``WRITE_LATENCY`` (4) cycles after its last read.
+``P = max(E*R, W)``.  The unit is busy from ``c+1`` through the last write,
+``K + (N-1)*P + E*R + W + WRITE_LATENCY - 1`` cycles (``K + (N-1)*P + E*R + W + 3``), and
+takes its next command only when idle; a command with ``N*E == 0`` does nothing.
+
+Why 4: a row read in cycle ``t`` is on the read port at ``t+1``; the lanes are decoded
+and registered there, the element is computed from those registers at ``t+2`` (the scaling
+multiply, VALU, the pooling step) into X1, the rounding shift runs from X1 at ``t+3`` into
+a register, and zero point, clamps and the output format run from that register as the
+row is written at ``t+4``.  Each of those steps is about one multiplier or one 64-bit carry
+chain deep, so the clock is not limited by a read port feeding a multiplier feeding a
+shifter (hw/vpu.py, hw/table.py; docs/hardware.md "Timing").
 """
 from __future__ import annotations
 
@@ -37,6 +46,7 @@ TABLE_TYPES = {TableMode.INT8: (VecType.INT8, VecType.INT8), TableMode.INT16: (V
 TABLE_SRC_MEMS = frozenset({VecMem.ASRAM, VecMem.ACC})
 
 MAX_ROWS = 6                 # an INT48 vector in ASRAM
+WRITE_LATENCY = 4            # cycles from a vector's last read to its first write (docstring)
 PARAM_ROWS = {"ACT": 3, "VRESCALE": 2}
 
 
@@ -231,7 +241,7 @@ class Schedule:
         """Busy cycles (from the cycle after the command is taken); 0 if nothing happens."""
         if self.N * self.E == 0:
             return 0
-        return 1 + self.K + (self.N - 1) * self.P + self.E * self.R + self.W
+        return self.K + (self.N - 1) * self.P + self.E * self.R + self.W + WRITE_LATENCY - 1
 
 
 def schedule(name: str, v: dict) -> Schedule:

@@ -69,10 +69,11 @@ Units (command issued at cycle c; a unit is busy on cycles ``start .. end``)
     MATMUL:    ``N = n0*n1``, ``P`` = 2 for ``a_type`` INT16 else 1 (isa/matmul.py); front end
                from s = c+1, ready again at s + max(P*N, R) - 1 (so the next MATMUL can stream
                back to back); busy s .. s+P*N+R+1.
-    ACT, VRESCALE, VALU, VPOOL, TABLE: busy c+1 .. c+B with B = 1 + K + (N-1)*P + E*R + W
+    ACT, VRESCALE, VALU, VPOOL, TABLE: busy c+1 .. c+B with B = K + (N-1)*P + E*R + W + 3
                (isa/vector.py: K parameter rows, N output vectors of P cycles each, E window
-               elements of R rows read, W rows written); ACT: B = count + 5; TABLE: K = 0,
-               E = 1, N = n0*n1, P = max(R, W) (LOAD: R = W = 1, so B = N + 2).
+               elements of R rows read, W rows written from WRITE_LATENCY = 4 cycles after
+               the last read); ACT: B = count + 7; TABLE: K = 0, E = 1, N = n0*n1,
+               P = max(R, W) (LOAD: R = W = 1, so B = N + 4).
     DMA and VPU are ready only when idle.  An instruction that moves no data (S, N or
     count == 0) never makes its unit busy; its interval is empty (start = c+1, end = c).
 
@@ -192,7 +193,7 @@ class TimingModel:
             slots = dma.slots(v, self.config.bus_bytes, store=True)
             return slots + 1 if slots else 0
         if instr.defn.unit is Unit.VPU:
-            return schedule(instr.name, v).busy        # ACT: count + 5 (isa/vector.py)
+            return schedule(instr.name, v).busy        # ACT: count + 7 (isa/vector.py)
         raise ValueError(f"{instr.name} has no fixed duration")
 
     def run(self, instructions, stop_at: int | None = None, prog_len: int | None = None,
