@@ -44,6 +44,8 @@ DTYPES = {
     "fp16": np.float16,
     "bf16": np.float32,
     "fp32": np.float32,
+    "fp8e4m3": np.float32,
+    "fp8e5m2": np.float32,
 }
 
 # Value range of each integer type, inclusive.

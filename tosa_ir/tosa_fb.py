@@ -42,7 +42,9 @@ serializer of :data:`tosa_ir._fb.schema.SOFTWARE_VERSION` writes them, ignored o
 
 Malformed files raise :class:`InvalidInput` with a one-line message naming the file and
 the problem; valid files using what the IR cannot hold (unranked or block-scaled
-tensors, fp8/fp6/fp4/mxint8 data) raise :class:`Unsupported`.
+tensors, fp6/fp4/fp8ue8m0/mxint8 data) raise :class:`Unsupported`.  fp8e4m3 and fp8e5m2
+tensors are read (as float32 values, tosa_ir/_fb/tensor_data.py) so that a graph misusing
+one meets its own ERROR_IF; no operator computes in them.
 """
 from __future__ import annotations
 
@@ -67,7 +69,7 @@ __all__ = ["read_tosa", "write_tosa"]
 _IR_DTYPE = {
     "BOOL": "bool", "INT4": "int4", "INT8": "int8", "INT16": "int16", "INT32": "int32",
     "INT48": "int48", "INT64": "int64", "FP16": "fp16", "BF16": "bf16", "FP32": "fp32",
-    "SHAPE": "shape",
+    "SHAPE": "shape", "FP8E4M3": "fp8e4m3", "FP8E5M2": "fp8e5m2",
 }
 _FB_DTYPE = {ir: next(code for code, name in DTYPE.items() if name == fb)
              for fb, ir in _IR_DTYPE.items()}

@@ -37,7 +37,7 @@ from tosa_ir import (INT_RANGES, Block, Graph, InvalidInput, Operator, TosaError
 # Element size in bytes for the level's tensor size limit (types under 8 bits count 1).
 _ELEM_BYTES = {"bool": 1, "int4": 1, "int8": 1, "uint8": 1, "int16": 2, "uint16": 2,
                "int32": 4, "int48": 6, "int64": 8, "shape": 8, "fp16": 2, "bf16": 2,
-               "fp32": 4}
+               "fp32": 4, "fp8e4m3": 1, "fp8e5m2": 1}
 
 
 # Types held in a wider numpy type: their range must be checked even when the numpy type

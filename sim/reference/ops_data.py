@@ -10,7 +10,8 @@ from tosa_ir import numpy_dtype
 # Floating-point constants are data only (no arithmetic): kept, so a graph that misuses one
 # (e.g. an fp32 COND_IF condition) meets its own ERROR_IF; an operator computing on them is
 # Unsupported where it runs.
-CONST_TYPES = ("bool", "int4", "int8", "int16", "int32", "int48", "shape", "fp16", "bf16", "fp32")
+CONST_TYPES = ("bool", "int4", "int8", "int16", "int32", "int48", "shape", "fp16", "bf16", "fp32",
+               "fp8e4m3", "fp8e5m2")
 IDENTITY_TYPES = ("bool", "int4", "int8", "int16", "int32", "int48")
 
 

@@ -2,8 +2,15 @@
 
 All values are little endian.  ``int4`` packs two values per byte, the first in the low
 nibble; ``int48`` takes 6 bytes per value; ``bool`` one byte; ``bf16`` is the upper half
-of an fp32; ``shape`` values are int64.  Arrays come back in ``tosa_ir.graph`` dtypes
-(``numpy_dtype``): int4 in int8, int48 in int64, bf16 in float32.
+of an fp32; ``fp8e4m3`` and ``fp8e5m2`` are one byte each (the OCP 8-bit formats the spec's
+EXT-FP8E4M3/EXT-FP8E5M2 name: E4M3 with bias 7, no infinities and NaN at S.1111.111; E5M2
+with bias 15, IEEE infinities and NaNs); ``shape`` values are int64.  Arrays come back in
+``tosa_ir.graph`` dtypes (``numpy_dtype``): int4 in int8, int48 in int64, bf16 and the fp8
+types in float32 (every fp8 value is exactly a float32).
+
+The fp8 types are read and written so that a graph using them can be checked (its
+ERROR_IF conditions, e.g. a COND_IF condition that is not bool); no operator here computes
+in them.
 """
 from __future__ import annotations
 
@@ -18,13 +25,34 @@ _PLAIN = {
 }
 
 
+
+def _fp8_values(exp_bits: int, man_bits: int, ieee_specials: bool) -> np.ndarray:
+    """The float32 value of each of the 256 codes of an 8-bit float format."""
+    bias = (1 << (exp_bits - 1)) - 1
+    values = np.empty(256, dtype=np.float32)
+    for code in range(256):
+        sign = -1.0 if code & 0x80 else 1.0
+        exp = (code >> man_bits) & ((1 << exp_bits) - 1)
+        man = code & ((1 << man_bits) - 1)
+        if exp == (1 << exp_bits) - 1 and (ieee_specials or man == (1 << man_bits) - 1):
+            values[code] = sign * np.inf if ieee_specials and man == 0 else np.nan
+        elif exp == 0:
+            values[code] = sign * man * 2.0 ** (1 - bias - man_bits)
+        else:
+            values[code] = sign * (1 + man / (1 << man_bits)) * 2.0 ** (exp - bias)
+    return values
+
+
+_FP8 = {"fp8e4m3": _fp8_values(4, 3, ieee_specials=False), "fp8e5m2": _fp8_values(5, 2, ieee_specials=True)}
+
+
 def nbytes(dtype: str, count: int) -> int:
     """Bytes taken by ``count`` values of element type ``dtype``."""
     if dtype == "int4":
         return (count + 1) // 2
     if dtype == "int48":
         return 6 * count
-    if dtype == "bool":
+    if dtype == "bool" or dtype in _FP8:
         return count
     if dtype == "bf16":
         return 2 * count
@@ -49,6 +77,8 @@ def decode(dtype: str, raw: bytes | memoryview, count: int) -> np.ndarray:
     if dtype == "bf16":
         halves = np.frombuffer(raw, dtype="<u2").astype(np.uint32)
         return (halves << 16).view(np.float32)
+    if dtype in _FP8:
+        return _FP8[dtype][u8[:count]]
     return np.frombuffer(raw, dtype=_PLAIN[dtype]).astype(numpy_dtype(dtype))
 
 
@@ -79,4 +109,23 @@ def encode(dtype: str, values: np.ndarray) -> bytes:
         if np.any(bits & 0xFFFF):
             raise ValueError("values not exactly representable in bf16")
         return (bits >> 16).astype("<u2").tobytes()
+    if dtype in _FP8:
+        return _fp8_encode(dtype, flat.astype(np.float32))
     return flat.astype(_PLAIN[dtype]).tobytes()
+
+
+def _fp8_encode(dtype: str, values: np.ndarray) -> bytes:
+    """Codes of ``values`` in 8-bit float ``dtype``; every value must be one exactly (a NaN
+    is written as the format's all-ones NaN, 0x7F or 0xFF by its sign)."""
+    table = _FP8[dtype]
+    finite = ~np.isnan(table)
+    codes = np.empty(values.size, dtype=np.uint8)
+    for i, v in enumerate(values):
+        if np.isnan(v):
+            codes[i] = 0xFF if np.signbit(v) else 0x7F
+            continue
+        match = np.flatnonzero(finite & (table == v) & (np.signbit(table) == np.signbit(v)))
+        if match.size == 0:
+            raise ValueError(f"{v} is not exactly representable in {dtype}")
+        codes[i] = match[0]
+    return codes.tobytes()
