@@ -21,11 +21,11 @@ def test_dependent_chain():
         InstrTiming(21, 22, 28),      # DMA_LOAD: 3 slots + latency 4 (bus busy 22..28)
         InstrTiming(36, 37, 44),      # MATMUL: in IR once instruction 2 is readable: its
                                       # words at 16..21 and 29, 30 (after the DMA): 35
-        InstrTiming(45, 46, 52),      # ACT waits for the MXU; 2 rows + 5
-        InstrTiming(53, 53, 53),      # HALT when all idle
+        InstrTiming(45, 46, 54),      # ACT waits for the MXU; 2 rows + 7
+        InstrTiming(55, 55, 55),      # HALT when all idle
     ]
-    assert t.total_cycles == 54
-    assert t.busy == {"DMA": 7, "MXU": 8, "VPU": 7}
+    assert t.total_cycles == 56
+    assert t.busy == {"DMA": 7, "MXU": 8, "VPU": 9}
 
 
 def test_matmuls_stream_back_to_back():
