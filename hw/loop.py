@@ -27,7 +27,6 @@ from __future__ import annotations
 
 from amaranth import Cat, Module, Mux, Signal, signed, unsigned
 from amaranth.lib import data, wiring
-from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 from amaranth.utils import ceil_log2
 
@@ -35,6 +34,7 @@ from isa.config import NpuConfig
 from isa.instructions import (
     BY_NAME, LOOP_DEPTH, Space, address_fields, loop_increments, offset_unit, space_choices,
 )
+from hw.signals import named
 
 
 def offset_bits(space: Space) -> int:
@@ -87,13 +87,17 @@ class LoopStack(wiring.Component):
     one past the last fetched instruction (the sequencer's instruction buffer keeps
     ``outer_start`` onwards while a loop is active, else ``next_pc`` onwards).
 
-    Per level, registers hold what is looked at every cycle (active, end and first
-    instruction of the body, iterations left and whether any are); a small memory holds the
-    rest (increments, and the offsets when the loop started, ``base``), written on push and
-    read on loop-back.  The
-    offsets are registers too: a loop-back adds the level's increments; when levels end,
-    the offsets return to the ``base`` of the outermost one that ends.  (Few registers and
-    little logic outside the update branches keep the model fast in Verilator.)
+    Per level, registers hold the level's state (active, end and first instruction of the
+    body, iterations left and whether any are, increments), the offsets when the loop
+    started (``base``) and the offsets of its next iteration (``next``, ``base + inc`` on
+    push, ``+ inc`` at each loop-back).  The offsets are registers too: a loop-back at level
+    b makes them b's ``next``; when levels end and none goes back, they return to the
+    ``base`` of the outermost one that ends.  Both are one-hot AND-OR selections of
+    registers, so the late decision (which level goes back or ends, from the LOOP in the
+    fetch stage through ``skip``) feeds no adder and no memory read: before, the offsets
+    added the increment after a read of a frame memory addressed by that decision (the
+    sequencer's worst path, 21.0 ns routed on the ECP5 small configuration).  (Little logic
+    outside the update branches keeps the model fast in Verilator.)
     """
 
     def __init__(self, config: NpuConfig, pc_bits: int):
@@ -130,15 +134,6 @@ class LoopStack(wiring.Component):
         count_shape = self._loop_fields["count"].shape
         key = {s: s.name.lower() for s in Space}
 
-        frame = data.StructLayout({
-            **{f"inc_{key[s]}": self._loop_fields[incs[s]].shape for s in Space},
-            **{f"base_{key[s]}": signed(offset_bits(s)) for s in Space},
-        })
-        m.submodules.frames = frames = Memory(shape=frame, depth=depth, init=[])
-        frame_w = frames.write_port()
-        back_r = frames.read_port(domain="comb")       # the level that loops back
-        end_r = frames.read_port(domain="comb")        # the outermost level that ends
-
         seq_pc = Signal(pcw)                  # one past the last fetched instruction
         valid = [Signal(name=f"lv{d}_valid") for d in range(depth)]
         end = [Signal(pcw, name=f"lv{d}_end") for d in range(depth)]
@@ -146,6 +141,15 @@ class LoopStack(wiring.Component):
         more = [Signal(name=f"lv{d}_more") for d in range(depth)]                # left != 0
         start = [Signal(pcw, name=f"lv{d}_start") for d in range(depth)]         # first of the body
         total = {s: Signal(signed(offset_bits(s)), name=f"offset_{key[s]}") for s in Space}
+        # Per level and space: the increment, the offsets when the level was pushed (``base``:
+        # what the offsets return to when it ends) and the offsets its next loop-back gives
+        # (``nxt``, kept one iteration ahead), so that the update in a fetch cycle only selects.
+        inc = [{s: Signal(self._loop_fields[incs[s]].shape, name=f"lv{d}_inc_{key[s]}") for s in Space}
+               for d in range(depth)]
+        base = [{s: Signal(signed(offset_bits(s)), name=f"lv{d}_base_{key[s]}") for s in Space}
+                for d in range(depth)]
+        nxt = [{s: Signal(signed(offset_bits(s)), name=f"lv{d}_next_{key[s]}") for s in Space}
+               for d in range(depth)]
         m.d.comb += [self.offsets[key[s]].eq(total[s]) for s in Space]
 
         innermost_end = end[0]
@@ -170,32 +174,27 @@ class LoopStack(wiring.Component):
         q = Mux(skip, self.body_end, seq_pc)
         at_seq = Cat(valid[d] & (end[d] == seq_pc) for d in range(depth))
         at_skip = Cat(valid[d] & (end[d] == self.body_end) for d in range(depth))
-        at_end = Mux(skip, at_skip, at_seq)
-        back = Cat(at_end[d] & more[d] for d in range(depth))   # at its end, iterations left
+        at_end = named(m, Mux(skip, at_skip, at_seq), "at_end")
+        back = named(m, Cat(at_end[d] & more[d] for d in range(depth)), "back")   # at its end, iterations left
         # The innermost level that can go back does; the levels inside it end, as does
         # every level at its end when none can go back.
-        back_sel = Cat(back[d] & ((back >> (d + 1)) == 0) for d in range(depth))      # one-hot
-        pop = Cat(at_end[d] & ((back >> d) == 0) for d in range(depth))
-        back_level = Signal(range(depth))
-        end_level = Signal(range(depth))
-        for d in range(depth):                         # last assignment wins: innermost
-            with m.If(back[d]):
-                m.d.comb += back_level.eq(d)
-        for d in reversed(range(depth)):               # outermost level that ends
-            with m.If(pop[d]):
-                m.d.comb += end_level.eq(d)
+        back_sel = named(m, Cat(back[d] & ((back >> (d + 1)) == 0) for d in range(depth)), "back_sel")  # one-hot
+        pop = named(m, Cat(at_end[d] & ((back >> d) == 0) for d in range(depth)), "pop")
+        pop_first = named(m, Cat(pop[d] & ((pop & ((1 << d) - 1)) == 0) for d in range(depth)), "pop_first")
         # The first instruction of the level that goes back: registers and an AND-OR on
         # the one-hot choice (not the encoder and a memory read in series).
         back_start = 0
         for d in range(depth):
             back_start = back_start | Mux(back_sel[d], start[d], 0)
         m.d.comb += [
-            back_r.addr.eq(back_level),
-            end_r.addr.eq(end_level),
             self.addr.eq(Mux(back.any(), back_start, q)),
             self.straight.eq(q),
             self.back.eq(back.any()),
         ]
+        slot = Signal(range(depth))                    # the level a LOOP entering now pushes
+        for d in reversed(range(depth)):               # lowest free level
+            with m.If(~valid[d]):
+                m.d.comb += slot.eq(d)
         with m.If(self.advance):
             m.d.sync += seq_pc.eq(self.addr + 1)
             with m.If(at_end.any()):
@@ -204,25 +203,39 @@ class LoopStack(wiring.Component):
                         m.d.sync += [left[d].eq(left[d] - 1), more[d].eq(left[d] != 1)]
                     with m.Elif(pop[d]):
                         m.d.sync += valid[d].eq(0)
+                # Going back at level b: the offsets of b's next iteration (levels inside b
+                # end, and their offsets with them); else the outermost level that ends
+                # restores the offsets from before it started.  AND-OR on one-hot choices.
                 for s in Space:
-                    restored = Mux(pop.any(), end_r.data[f"base_{key[s]}"], total[s])
-                    gone_back = restored + back_r.data[f"inc_{key[s]}"]
+                    gone_back = 0
+                    restored = 0
+                    for d in range(depth):
+                        gone_back = gone_back | Mux(back_sel[d], nxt[d][s], 0)
+                        restored = restored | Mux(pop_first[d], base[d][s], 0)
                     m.d.sync += total[s].eq(Mux(back.any(), gone_back, restored))
             with m.If(self.enter & (self.loop.count != 0)):
                 # A legal LOOP is never the last instruction of an active body: nothing ends now.
-                slot = Signal(range(depth))
-                for d in reversed(range(depth)):       # lowest free level
-                    with m.If(~valid[d]):
-                        m.d.comb += slot.eq(d)
-                m.d.comb += [frame_w.en.eq(1), frame_w.addr.eq(slot)]
-                m.d.comb += [frame_w.data[f"inc_{key[s]}"].eq(self.loop[incs[s]]) for s in Space]
-                m.d.comb += [frame_w.data[f"base_{key[s]}"].eq(total[s]) for s in Space]
                 for d in range(depth):
                     with m.If(slot == d):
                         m.d.sync += [valid[d].eq(1), end[d].eq(self.body_end), start[d].eq(self.loop_pc + 1),
                                      left[d].eq(self.loop.count - 1), more[d].eq(self.loop.count != 1)]
                 with m.If(~valid[0]):
                     m.d.sync += outer_start.eq(self.loop_pc + 1)
+        # The per-level offset registers, written as one mux per register rather than inside
+        # the branches above (assignments under nested conditions cost Amaranth's netlist a
+        # comparison per branch and bit: 6x the RTLIL of the whole loop stack).
+        push = self.advance & self.enter & (self.loop.count != 0)
+        for d in range(depth):
+            pushed = Signal(name=f"lv{d}_push")
+            stepped = Signal(name=f"lv{d}_step")
+            m.d.comb += [pushed.eq(push & (slot == d)), stepped.eq(self.advance & at_end.any() & back_sel[d])]
+            for s in Space:
+                loop_inc = self.loop[incs[s]]
+                m.d.sync += [
+                    inc[d][s].eq(Mux(pushed, loop_inc, inc[d][s])),
+                    base[d][s].eq(Mux(pushed, total[s], base[d][s])),
+                    nxt[d][s].eq(Mux(pushed, total[s] + loop_inc, Mux(stepped, nxt[d][s] + inc[d][s], nxt[d][s]))),
+                ]
         with m.If(self.restart):
             m.d.sync += seq_pc.eq(self.restart_pc)
             m.d.sync += [v.eq(0) for v in valid]

@@ -46,7 +46,7 @@ from isa.instructions import OPCODE_BITS, TSRAM_BYTES, TableMode, VecMem
 from hw.decode import instr_layout, opcode
 from hw.interfaces import UnitCtlSignature
 from hw.sequencer import vpu_cmd_layout
-from hw.vpu_config import named
+from hw.signals import named
 
 PTR_BITS = 18       # row pointers: 16-bit addresses plus stride steps past the last vector
 

@@ -45,7 +45,8 @@ from isa.vector import MAX_ROWS, PARAM_ROWS
 from hw.decode import instr_layout, opcode
 from hw.interfaces import UnitCtlSignature
 from hw.sequencer import vpu_cmd_layout
-from hw.vpu_config import VpuConfig, command_fields, derive, named
+from hw.signals import named
+from hw.vpu_config import VpuConfig, command_fields, derive
 from hw.vpu_lanes import decode_lanes, valu_result
 
 LANE_BITS = 32

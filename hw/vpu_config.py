@@ -10,26 +10,20 @@ command: operands a, b, c read with (memory, type, rows, address, strides, broad
 destination d, window counts, and the arithmetic settings.
 
 Amaranth lowers every *use* of an expression separately, so values used more than once
-are held in Signals (:func:`named`).
+are held in Signals (:func:`hw.signals.named`).
 """
 from __future__ import annotations
 
-from amaranth import Cat, Mux, Signal, Value, signed
+from amaranth import Cat, Mux, Signal, signed
 from amaranth.utils import ceil_log2
 
 from isa.config import NpuConfig
 from isa.instructions import VecType, PoolMode, ValuOp, VecMem
 from isa.vector import DTYPE_BITS, MAX_ROWS, UNSIGNED, VALU_SIGS, dtype_range, vector_rows
+from hw.signals import named
 
 KIND = {"ACT": 0, "VRESCALE": 1, "VALU": 2, "VPOOL": 3}
 MAX_P = 255 * 255 * MAX_ROWS        # a window of k1*k0 elements of R rows
-
-
-def named(m, expr, name: str, shape=None) -> Signal:
-    """``expr`` as a comb Signal (so that its logic exists once however often it is used)."""
-    sig = Signal(shape if shape is not None else Value.cast(expr).shape(), name=name)
-    m.d.comb += sig.eq(expr)
-    return sig
 
 
 def _any(value, options) -> object:

@@ -12,7 +12,7 @@ from __future__ import annotations
 from amaranth import Cat, Const, Mux, Signal, signed
 
 from isa.instructions import VecType, ValuOp, VecMem
-from hw.vpu_config import named
+from hw.signals import named
 
 A_BITS = 49          # INT48 or UINT16 values, sign included
 BC_BITS = 33
