@@ -291,13 +291,33 @@ class Vpu(wiring.Component):
         with m.If(x_valid):
             m.d.sync += [w_active.eq(1), wj.eq(0)]
 
+        # S2b: y = clamp(clip(Y + out_zp)), the type clip [tlo, thi] and the clamp [cmin,
+        # cmax] each when enabled, in that order.  Each step is y -> min(max(y, lo), hi), and
+        # such steps compose into one: y -> min(max(y, A), B) with A and B the chain's values
+        # at -inf and +inf.  A and B depend only on the command, so they are registers
+        # (settled two cycles after the command; the first write is four cycles after the
+        # first read), and every lane compares Y with A - out_zp and B - out_zp while it adds
+        # out_zp: two compares and a mux in parallel instead of four compare-and-mux steps
+        # in series.
+        big = 1 << 40                       # beyond every bound and every Y + out_zp
+
+        def chain(y):
+            y = Mux(c.type_clip & (y < c.tlo), c.tlo, y)
+            y = Mux(c.type_clip & (y > c.thi), c.thi, y)
+            y = Mux(c.clamp & (y < c.cmin), c.cmin, y)
+            return Mux(c.clamp & (y > c.cmax), c.cmax, y)
+
+        bound_lo, bound_hi = Signal(signed(42)), Signal(signed(42))         # A, B
+        below, above = Signal(signed(43)), Signal(signed(43))               # A - out_zp, B - out_zp
+        lo_chain = named(m, chain(Const(-big, signed(42))), "bound_lo_next", signed(42))
+        hi_chain = named(m, chain(Const(big, signed(42))), "bound_hi_next", signed(42))
+        m.d.sync += [bound_lo.eq(lo_chain), bound_hi.eq(hi_chain),
+                     below.eq(lo_chain - c.out_zp), above.eq(hi_chain - c.out_zp)]
         out = []
         for n in range(L):
             y0 = named(m, y_base[n] + c.out_zp, f"y0_{n}", signed(37))
-            y1 = named(m, Mux(c.type_clip & (y0 < c.tlo), c.tlo, y0), f"y1_{n}", signed(37))
-            y2 = named(m, Mux(c.type_clip & (y1 > c.thi), c.thi, y1), f"y2_{n}", signed(37))
-            y3 = named(m, Mux(c.clamp & (y2 < c.cmin), c.cmin, y2), f"y3_{n}", signed(37))
-            out.append(named(m, Mux(c.clamp & (y3 > c.cmax), c.cmax, y3), f"y_{n}", signed(37)))
+            clipped = Mux(y_base[n] < below, bound_lo, Mux(y_base[n] > above, bound_hi, y0))
+            out.append(named(m, clipped, f"y_{n}", signed(37)))
 
         # output formats: ASRAM rows of the out type's bytes; ACC lanes extended to 32 bits
         flat2 = Cat(v[:16] for v in out)
