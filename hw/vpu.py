@@ -10,7 +10,8 @@ Datapath, for a read in cycle t (``WRITE_LATENCY`` = 4 in isa/vector.py):
 
 * t+1: the read ports hold the row.  Rows before an operand's last are kept in its
   buffer; when an element's last row arrives its lanes are decoded (hw/vpu_lanes.py:
-  type, memory, lane broadcast) from the buffer plus the port and registered (E).
+  type, memory, lane broadcast) from the buffer plus the port and registered (E), with
+  operand a plus ACT's bias or minus VRESCALE's input zero point.
 * t+2: stage S0 computes the element from E: the scaling multiply of ACT/VRESCALE,
   VALU's operation (or its product, for MUL), or VPOOL's running reduction.  At the last
   element of a vector S0's result is loaded into X1 (and a vector's window reduction
@@ -223,6 +224,13 @@ class Vpu(wiring.Component):
             values[k] = [Signal.like(v, name=f"e_{k}{n}") for n, v in enumerate(decoded)]
             with m.If(d_valid & d_last_row):
                 m.d.sync += [e.eq(v) for e, v in zip(values[k], decoded)]
+            if k == "a":
+                # ACT's bias and VRESCALE's input zero point are added here, before E, so that
+                # S0 starts at the multiply (S0 was E -> 50-bit add -> multiply -> X1).
+                e_pre = [Signal(signed(50), name=f"e_pre{n}") for n in range(L)]
+                with m.If(d_valid & d_last_row):
+                    m.d.sync += [e_pre[n].eq(Mux(c.is_act, v + bias[n], v - c.in_zp))
+                                 for n, v in enumerate(decoded)]
 
         # -- t+2, S0: an element completes, from the registered lanes (E) ----------------------
         e_valid = Signal()
@@ -241,7 +249,7 @@ class Vpu(wiring.Component):
         for n in range(L):
             a, b = values["a"][n], values["b"][n]
             a32 = a[:32].as_signed()
-            pre = named(m, Mux(c.is_act, a + bias[n], a - c.in_zp), f"pre{n}", signed(50))
+            pre = e_pre[n]
             v32 = pre[:32].as_signed()
             m16 = mul[n][:16].as_signed()
             x = Mux(c.is_valu, a32, v32)
