@@ -31,7 +31,9 @@ def test_fixture_folder(name, backend):
     """Before: COND_IF took an else graph declaring a (-1, -1) input as matching a (2, 1)
     input list (the sub-graph shape check let -1 match any size): ref and isa accepted it.
     A RESHAPE of int8 (32,) to shape [4, 1, 8] declaring a (6, 9, 16) output: isa accepted
-    it (no dry run for a graph of movement operators; compiler check_reshapes now)."""
+    it (no dry run for a graph of movement operators; compiler check_reshapes now).
+    A COND_IF whose condition is an FP8E4M3 constant: ref and isa refused it as unsupported
+    (tosa_ir read no fp8 tensors) instead of rejecting it (tests/test_tosa_fp8.py)."""
     result = conformance.run_test(name, FIXTURES / name, backend, config=DEFAULT_CONFIG)
     assert result.verdict == conformance.PASSED, result.reason
     assert result.reason.startswith("rejected: ")
