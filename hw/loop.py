@@ -201,6 +201,7 @@ class LoopStack(wiring.Component):
                 for d in range(depth):
                     with m.If(back_sel[d]):
                         m.d.sync += [left[d].eq(left[d] - 1), more[d].eq(left[d] != 1)]
+                        m.d.sync += [nxt[d][s].eq(nxt[d][s] + inc[d][s]) for s in Space]
                     with m.Elif(pop[d]):
                         m.d.sync += valid[d].eq(0)
                 # Going back at level b: the offsets of b's next iteration (levels inside b
@@ -219,23 +220,11 @@ class LoopStack(wiring.Component):
                     with m.If(slot == d):
                         m.d.sync += [valid[d].eq(1), end[d].eq(self.body_end), start[d].eq(self.loop_pc + 1),
                                      left[d].eq(self.loop.count - 1), more[d].eq(self.loop.count != 1)]
+                        for s in Space:
+                            m.d.sync += [inc[d][s].eq(self.loop[incs[s]]), base[d][s].eq(total[s]),
+                                         nxt[d][s].eq(total[s] + self.loop[incs[s]])]
                 with m.If(~valid[0]):
                     m.d.sync += outer_start.eq(self.loop_pc + 1)
-        # The per-level offset registers, written as one mux per register rather than inside
-        # the branches above (assignments under nested conditions cost Amaranth's netlist a
-        # comparison per branch and bit: 6x the RTLIL of the whole loop stack).
-        push = self.advance & self.enter & (self.loop.count != 0)
-        for d in range(depth):
-            pushed = Signal(name=f"lv{d}_push")
-            stepped = Signal(name=f"lv{d}_step")
-            m.d.comb += [pushed.eq(push & (slot == d)), stepped.eq(self.advance & at_end.any() & back_sel[d])]
-            for s in Space:
-                loop_inc = self.loop[incs[s]]
-                m.d.sync += [
-                    inc[d][s].eq(Mux(pushed, loop_inc, inc[d][s])),
-                    base[d][s].eq(Mux(pushed, total[s], base[d][s])),
-                    nxt[d][s].eq(Mux(pushed, total[s] + loop_inc, Mux(stepped, nxt[d][s] + inc[d][s], nxt[d][s]))),
-                ]
         with m.If(self.restart):
             m.d.sync += seq_pc.eq(self.restart_pc)
             m.d.sync += [v.eq(0) for v in valid]
