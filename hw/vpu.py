@@ -202,7 +202,9 @@ class Vpu(wiring.Component):
                         lane = Mux(c.per_channel, pdata.word_select(n, 32), pdata.word_select(0, 32))
                         m.d.sync += regs[n].eq(lane[:len(regs[n])])
 
-        # operand buffers: rows before an operand's last one
+        # operand buffers: rows before an operand's last one; at its last row (``arrives``)
+        # the element's lanes are decoded and registered (E)
+        arrives = named(m, d_valid & d_last_row, "elem_arrives")
         values = {}
         for k in OPERANDS:
             segs = MAX_ROWS - 1 if k == "a" else 3
@@ -222,24 +224,23 @@ class Vpu(wiring.Component):
                             m.d.sync += Cat(*buf[:4]).eq(psram_data)
             decoded = decode_lanes(m, c, k, buf, port_n, acc_data, psram_data, L)
             values[k] = [Signal.like(v, name=f"e_{k}{n}") for n, v in enumerate(decoded)]
-            with m.If(d_valid & d_last_row):
+            with m.If(arrives):
                 m.d.sync += [e.eq(v) for e, v in zip(values[k], decoded)]
             if k == "a":
                 # ACT's bias and VRESCALE's input zero point are added here, before E, so that
                 # S0 starts at the multiply (S0 was E -> 50-bit add -> multiply -> X1).
                 e_pre = [Signal(signed(50), name=f"e_pre{n}") for n in range(L)]
-                with m.If(d_valid & d_last_row):
+                with m.If(arrives):
                     m.d.sync += [e_pre[n].eq(Mux(c.is_act, v + bias[n], v - c.in_zp))
                                  for n, v in enumerate(decoded)]
 
         # -- t+2, S0: an element completes, from the registered lanes (E) ----------------------
         e_valid = Signal()
-        e_elem_done = Signal()
+        elem_done = Signal()            # E holds a complete element
         e_first = Signal()
         e_last_elem = Signal()
-        m.d.sync += [e_valid.eq(d_valid), e_elem_done.eq(d_valid & d_last_row),
+        m.d.sync += [e_valid.eq(d_valid), elem_done.eq(arrives),
                      e_first.eq(d_first), e_last_elem.eq(d_last_elem)]
-        elem_done = e_elem_done
         final = named(m, elem_done & e_last_elem, "final")
         x1 = [Signal(signed(64), name=f"x1_{n}") for n in range(L)]
         x1_neg = [Signal(name=f"x1_neg{n}") for n in range(L)]
