@@ -39,6 +39,16 @@ def test_encode_round_trips_every_value(dtype):
     assert tensor_data.nbytes(dtype, 7) == 7
     with pytest.raises(ValueError, match="not exactly representable"):
         tensor_data.encode(dtype, np.array([0.1], dtype=np.float32))
+    nans = tensor_data.encode(dtype, np.array([np.nan, -np.nan], dtype=np.float32))
+    assert np.isnan(np.frombuffer(nans, np.uint8).view(FORMATS[dtype]).astype(np.float32)).all()
+
+
+def test_malformed_fp8_constant_is_one_line_invalid_input():
+    """Bad input: an fp8 constant whose data is shorter than its shape needs (one byte a
+    value) is malformed, reported in one line naming the file, like any other type's."""
+    from test_tosa_fb import _expect_invalid, _raw_bytes, _raw_graph
+
+    _expect_invalid(_raw_bytes(_raw_graph(type=11, data=bytes(3))), "3 bytes of data, but shape")
 
 
 def test_cond_if_with_fp8_condition_is_rejected_not_unsupported(tmp_path):

@@ -116,16 +116,17 @@ def encode(dtype: str, values: np.ndarray) -> bytes:
 
 def _fp8_encode(dtype: str, values: np.ndarray) -> bytes:
     """Codes of ``values`` in 8-bit float ``dtype``; every value must be one exactly (a NaN
-    is written as the format's all-ones NaN, 0x7F or 0xFF by its sign)."""
+    is written as the format's all-ones NaN, 0x7F or 0xFF by its sign).  Values are matched
+    by their float32 bit patterns, so -0.0 and 0.0 keep their own codes."""
     table = _FP8[dtype]
-    finite = ~np.isnan(table)
-    codes = np.empty(values.size, dtype=np.uint8)
-    for i, v in enumerate(values):
-        if np.isnan(v):
-            codes[i] = 0xFF if np.signbit(v) else 0x7F
-            continue
-        match = np.flatnonzero(finite & (table == v) & (np.signbit(table) == np.signbit(v)))
-        if match.size == 0:
-            raise ValueError(f"{v} is not exactly representable in {dtype}")
-        codes[i] = match[0]
-    return codes.tobytes()
+    finite = np.flatnonzero(~np.isnan(table))
+    keys = table[finite].view(np.uint32)
+    order = np.argsort(keys)
+    keys, codes_of = keys[order], finite[order].astype(np.uint8)
+    bits = values.view(np.uint32)
+    index = np.minimum(np.searchsorted(keys, bits), keys.size - 1)
+    nan = np.isnan(values)
+    missing = (keys[index] != bits) & ~nan
+    if missing.any():
+        raise ValueError(f"{values[missing][0]} is not exactly representable in {dtype}")
+    return np.where(nan, np.where(np.signbit(values), 0xFF, 0x7F), codes_of[index]).astype(np.uint8).tobytes()
