@@ -6,6 +6,7 @@ compared bit-exactly with the reference interpreter (sim.reference)."""
 from __future__ import annotations
 
 import os
+from dataclasses import replace
 import sys
 
 import numpy as np
@@ -180,3 +181,46 @@ def test_int16_depthwise_longer_than_instruction_memory():
     y = _depthwise(g, rng, "int16", 1, (9, 12), 7, 2, (3, 3), (1, 1), (1, 2), (1, 1, 1, 1))
     comp = run_and_compare(g.graph([y]), g.inputs(rng), SMALL_CONFIG)
     assert _fixed_ops(comp) > 0
+
+
+def _strips(comp, kind: str) -> int:
+    return sum(type(layer).__name__ == kind for layer in comp.flow.layers)
+
+
+@pytest.mark.parametrize("scale,offset", [
+    ((4, 1, 3, 1), (0, 0)),          # 4 x 3 phases: strips bounded by the external memory share
+    ((9, 1, 3, 2), (-3, 2)),         # 9 y phases: one phase's weight tiles fit WSRAM twice, not two
+])
+def test_int16_bilinear_resize_in_strips(scale, offset):
+    """A RESIZE whose gathered neighbours (16 bytes per output element) or per-phase weight
+    tiles exceed the configuration is cut into strips of output rows, each its own gathers and
+    array layer writing its rows of the one output (a tiny external memory and WSRAM here;
+    at the default configuration, e.g. the conformance test 1x40x39x30 scale 9 x 16)."""
+    rng = np.random.default_rng(sum(scale))
+    config = replace(SMALL_CONFIG, wsram_rows=256)
+    g, y, x = _bilinear(rng, 2, (5, 7), 6, scale, offset)
+    inputs = g.inputs(rng)
+    inputs[x][0, 0, :2, 0] = [-32768, 32767]
+    comp = run_and_compare(g.graph([y]), inputs, config)
+    assert _strips(comp, "MxuConvLayer") > 2
+
+
+def test_int8_bilinear_resize_in_strips():
+    """int8 BILINEAR in strips of output rows, each summing its neighbours times per-row and
+    per-column weights into a window of the output (a batch of 2: the windows are strided)."""
+    rng = np.random.default_rng(5)
+    config = SMALL_CONFIG       # 256 KiB: a strip's gathers within 16 KiB
+    g = VecBuilder(rng)
+    x = g.input((2, 6, 5, 9), "int8")
+    oh, by = _resize_size(6, 7, 2, 1)
+    ow, bx = _resize_size(5, 5, 1, -2)
+    shape_ops = [g.const(np.array(v), "shape") for v in ([7, 2, 5, 1], [1, -2], [by, bx])]
+    y = g.op("RESIZE", [x] + shape_ops, (2, oh, ow, 9), "int32", mode="BILINEAR")
+    inputs = g.inputs(rng)
+    inputs[x][1, :, :, 0] = -128
+    inputs[x][1, :, :, 1] = 127
+    comp = run_and_compare(g.graph([y]), inputs, config)
+    assert _strips(comp, "EltLayer") > 2
+    # the per-column weights, equal in every strip, are stored once
+    datas = [s.data for s in comp.program.segments]
+    assert len(datas) == len(set(datas))

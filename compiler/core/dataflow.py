@@ -41,12 +41,17 @@ class Root:
 class Ref:
     """Where a tensor's bytes are: the root ``parent`` itself (``root``), or a window of the
     tensor ``parent`` starting at NHWC element ``offset``, or (``reshape``) the bytes of the
-    whole tensor ``parent`` read as a brick tensor of this tensor's shape."""
+    whole tensor ``parent`` read as a brick tensor of this tensor's shape.  Of a ``rows``
+    tensor, a Ref is the parent's bytes read in this tensor's shape, or (``window``) the
+    window of ``parent`` at element ``offset`` in the parent's strides (the strips of output
+    rows that RESIZE writes; only the writing layer addresses it,
+    compiler/kinds/elementwise/lower.py ``tensor_array``)."""
 
     parent: str
     root: bool = False
     offset: tuple[int, int, int, int] = (0, 0, 0, 0)
     reshape: bool = False
+    window: bool = False
 
 
 @dataclass

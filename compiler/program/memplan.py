@@ -4,7 +4,8 @@ dataflow (compiler/dataflow.py), and so for every tensor view and I/O binding.
 Layout, from address 0 (every region aligned to ``ALIGN`` bytes):
 
 * constant segments (each layer's weights and parameters, pad fill words, constant
-  activations as bricks);
+  activations as bricks), one copy of each distinct content (equal weights of several layers,
+  e.g. a RESIZE cut into strips, are stored once: nothing writes constants);
 * graph inputs, then the buffers graph outputs are bound to, each for the whole run;
 * intermediate buffers, first-fit in a pool where a region is reused once every layer
   touching its previous buffer has run (the scheduler orders the reuse by footprints);
@@ -59,10 +60,15 @@ def plan_memory(flow: Dataflow, constants: dict[str, bytes], config: NpuConfig) 
     plan = ExtPlan()
     cursor = 0
 
+    placed: dict[bytes, int] = {}       # constant bytes -> address: equal constants share one copy
+
     def segment(name: str, data: bytes) -> int:
         nonlocal cursor
-        at = cursor
-        plan.segments.append(Segment(name, at, bytes(data)))
+        data = bytes(data)
+        if data in placed:                  # read-only, so one copy serves every layer
+            return placed[data]
+        at = placed[data] = cursor
+        plan.segments.append(Segment(name, at, data))
         cursor = align(cursor + len(data))
         return at
 

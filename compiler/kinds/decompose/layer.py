@@ -273,24 +273,63 @@ def _resize(b: _Builder, op: Operator) -> None:
         bilinear_int16(b, op, gather, x, (n, ih, iw, c), (oh, ow), (iy0, iy1, dy, sy_n, sy_d),
                        (ix0, ix1, dx, sx_n, sx_d))
         return
-    inputs, steps, types = [], [], {"out": VecType.INT32, "w": VecType.INT32, "p": VecType.INT32}
+    _bilinear_int8(b, gather, x, (n, ih, iw, c), (oh, ow), (iy0, iy1, sy_n - dy, dy), (ix0, ix1, sx_n - dx, dx),
+                   op.outputs[0])
+
+
+def _bilinear_int8(b: _Builder, gather, x: str, in_shape, out_hw, ymap, xmap, out: str) -> None:
+    """int8 BILINEAR (int32 output) on the vector unit, in strips of output rows (see
+    ``_int8_strip_rows``): per strip the four neighbour tensors are gathered and summed
+    times ``wy * wx``, each factor an int32 constant broadcast over the other axes (``wy``
+    per row, ``wx`` per column: a few bytes, not one weight per output pixel)."""
+    n, ih, iw, c = in_shape
+    oh, ow = out_hw
+    iy0, iy1, wy0, wy1 = ymap
+    ix0, ix1, wx0, wx1 = xmap
+    b.walk.new_root(out, (n, oh, ow, c), "computed", layout="rows", dtype="int32")
+    wx = [b.const(w.reshape(1, 1, ow, 1), "int32") for w in (wx0, wx1)]
     rescale = dict(in_type=VecType.INT8, out_type=VecType.INT32, per_channel=0, scale32=1, double_round=0,
                    in_zp=0, out_zp=0, clamp=0)
-    for ry, wy in ((iy0, sy_n - dy), (iy1, dy)):
-        rows = gather(x, (n, ih, iw, c), 1, ry)
-        for rx, wx in ((ix0, sx_n - dx), (ix1, dx)):
-            term = gather(rows, (n, oh, iw, c), 2, rx)
-            weight = b.const((wy[:, None] * wx[None, :]).reshape(1, oh, ow, 1), "int32")
-            k = len(inputs)
-            inputs += [term, weight]
-            types[f"in{k}"], types[f"in{k + 1}"] = VecType.INT8, VecType.INT32
-            steps += [Step("VRESCALE", rescale, (f"in{k}",), "w"),
-                      Step("VALU", {"op": ValuOp.MUL, "dtype": VecType.INT32, "imm0": 0}, ("w", f"in{k + 1}"), "p"),
-                      Step("VALU", {"op": ValuOp.ADD if k else ValuOp.COPY, "dtype": VecType.INT32},
-                           ("out", "p") if k else ("p",), "out")]
-    b.walk.new_root(op.outputs[0], (n, oh, ow, c), "computed", layout="rows", dtype="int32")
-    b.layer(EltLayer(f"{b.base}.l{b.count}", inputs, op.outputs[0], (n, oh, ow, c), types,
-                     {"w": "ASRAM", "p": "ASRAM"}, steps, params=np.array([[1], [0]], np.int64)))
+    strip = _int8_strip_rows(b.walk.config, n, iw, ow, c, oh)
+    for r0 in range(0, oh, strip):
+        r1 = min(oh, r0 + strip)
+        sh = r1 - r0
+        inputs, steps, types = [], [], {"out": VecType.INT32, "w": VecType.INT32, "p": VecType.INT32}
+        for ry, wy in ((iy0, wy0), (iy1, wy1)):
+            rows = gather(x, (n, ih, iw, c), 1, ry[r0:r1])
+            wy_c = b.const(wy[r0:r1].reshape(1, sh, 1, 1), "int32")
+            for rx, wx_c in zip((ix0, ix1), wx):
+                term = gather(rows, (n, sh, iw, c), 2, rx)
+                k = len(inputs)
+                inputs += [term, wy_c, wx_c]
+                types.update({f"in{k}": VecType.INT8, f"in{k + 1}": VecType.INT32, f"in{k + 2}": VecType.INT32})
+                steps += [Step("VRESCALE", rescale, (f"in{k}",), "w"),
+                          Step("VALU", {"op": ValuOp.MUL, "dtype": VecType.INT32, "imm0": 0}, ("w", f"in{k + 1}"),
+                               "p"),
+                          Step("VALU", {"op": ValuOp.MUL, "dtype": VecType.INT32, "imm0": 0}, ("p", f"in{k + 2}"),
+                               "p"),
+                          Step("VALU", {"op": ValuOp.ADD if k else ValuOp.COPY, "dtype": VecType.INT32},
+                               ("out", "p") if k else ("p",), "out")]
+        dst = out
+        if sh < oh:      # the strip's rows of the output buffer
+            dst = f"{out}[{r0}:{r1}]"
+            b.walk.alias(dst, Ref(out, offset=(0, r0, 0, 0), window=True), (n, sh, ow, c))
+        b.layer(EltLayer(f"{b.base}.l{b.count}", inputs, dst, (n, sh, ow, c), types,
+                         {"w": "ASRAM", "p": "ASRAM"}, steps, params=np.array([[1], [0]], np.int64)))
+        b.count += 1
+
+
+# A strip's gathered int8 tensors take at most this share of the external memory.
+STRIP_SHARE = 16
+
+
+def _int8_strip_rows(config, n: int, iw: int, ow: int, c: int, oh: int) -> int:
+    """Output rows per strip of int8 BILINEAR: its gathers (two row gathers, four neighbour
+    tensors: int8, channels padded to whole vectors) within ``ext_mem_bytes / STRIP_SHARE``,
+    so a large upscale needs little more external memory than its int32 output."""
+    c_bytes = -(-c // config.bus_bytes) * config.bus_bytes
+    per_row = n * (2 * iw + 4 * ow) * c_bytes
+    return max(1, min(oh, config.ext_mem_bytes // STRIP_SHARE // per_row))
 
 
 def reduce_long(walk, op: Operator) -> bool:

@@ -71,6 +71,17 @@ def tensor_array(flow, ext: ExtPlan, name: str, lanes: int) -> VecArray:
         return VecArray(v.addr, tuple(v.shape), (v.strides[0], v.strides[2], lanes, v.strides[1]), lanes)
     if root.layout != "rows":
         raise AssertionError(f"compiler bug: {name!r} has layout {root.layout}")
+    ref = flow.refs[name]
+    if ref.window:
+        # A window of a rows tensor (a strip of RESIZE's output rows): the parent's strides
+        # from the window's first element; whole vectors only along the innermost axis.
+        parent = tensor_array(flow, ext, ref.parent, lanes)
+        shape = tuple(flow.shapes[name])
+        offset = ref.offset[4 - len(shape):] if len(shape) <= 4 else None
+        if offset is None or offset[-1] or len(parent.shape) != len(shape):
+            raise AssertionError(f"compiler bug: rows window {name!r} at {ref.offset}")
+        addr = parent.addr + sum(o * st for o, st in zip(offset, parent.strides[:-1]))
+        return VecArray(addr, shape, parent.strides, parent.vbytes)
     shape = tuple(flow.shapes[name]) or (1,)
     vbytes = lanes * numpy_dtype(root.dtype).itemsize
     vectors = ceil_div(shape[-1], lanes)

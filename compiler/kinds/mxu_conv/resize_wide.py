@@ -21,6 +21,14 @@ layer's ``hi_weights``, whose MATMULs accumulate apart and are combined as ``256
 exactly in int48 (the lowering reuses MATMUL's int16 byte split).  ``hi = 256`` (only
 ``w = 65536``: ``wy0 = wx0 = 256``, i.e. ``dy = dx = 0``) does not fit a byte: it is
 ``255 + 1``, the 1 on a third depth tap reading plane ``a = 0`` again.
+
+**Strips.**  The gathered tensor holds 16 bytes per output element (four int16 neighbours)
+and every y phase needs its own weight tiles, so a large upscale would need more external
+memory than the output itself, or more weight tiles than WSRAM holds.  The output rows are
+cut into strips, each its own gathers and array layer writing its rows of the one output
+buffer: a strip's gathered tensor is at most ``STRIP_BYTES`` (a share of the external memory;
+the memory planner reuses it for the next strip) and its phases' weights fit WSRAM twice (the
+lowering's two weight slots).  A RESIZE that fits in one strip is lowered exactly as before.
 """
 from __future__ import annotations
 
@@ -28,16 +36,37 @@ from math import gcd
 
 import numpy as np
 
+from isa import matmul
 from compiler.core.errors import unsupported
+from compiler.core.views import ceil_div
 from compiler.kinds.mxu_conv.layer import AxisPhase, MxuConvLayer
+
+# A strip's gathered tensors take at most this share of the external memory.
+STRIP_SHARE = 16
 
 
 def _phases(o_size: int, s_n: int, s_d: int) -> int:
     return min(s_n // gcd(s_n, s_d), o_size)
 
 
+def _strip_rows(config, n: int, iw: int, ow: int, c: int, oh: int, py_n: int, px_n: int, planes: int,
+                depth: int) -> int:
+    """Output rows per strip: the gathered bytes within ``ext_mem_bytes / STRIP_SHARE`` and
+    the weight tiles of the strip's phases twice within WSRAM; 0 when one row is too many."""
+    lanes = config.bus_bytes
+    c_bytes = ceil_div(c, lanes) * lanes * 2                 # one int16 pixel in the rows layout
+    per_row = n * 2 * (iw + 2 * ow) * c_bytes               # the y gather and the x gather, per output row
+    rows = max(1, config.ext_mem_bytes // STRIP_SHARE // per_row)
+    tile = ceil_div(c, config.array_rows) * matmul.tile_rows(config.array_rows, 0)
+    per_phase = planes * depth * 2 * px_n * tile             # WSRAM rows of one y phase's tiles (one block)
+    fit = config.wsram_rows // (2 * per_phase)
+    if fit < 1:
+        return 0
+    return min(oh, rows) if fit >= py_n else min(oh, rows, fit)
+
+
 def bilinear_int16(b, op, gather, x: str, in_shape, out_hw, ymap, xmap) -> None:
-    """Add the gathers and the array layer of int16 BILINEAR ``op`` (see the module docstring)
+    """Add the gathers and the array layers of int16 BILINEAR ``op`` (see the module docstring)
     to the builder ``b`` (compiler/kinds/decompose/layer.py ``_Builder``)."""
     n, ih, iw, c = in_shape
     oh, ow = out_hw
@@ -51,37 +80,48 @@ def bilinear_int16(b, op, gather, x: str, in_shape, out_hw, ymap, xmap) -> None:
     wzp = 0 if top <= 127 else -128
     wy = np.stack([sy_n - dy[:py_n], dy[:py_n]]).astype(np.int64)      # [a, py]
     wx = np.stack([sx_n - dx[:px_n], dx[:px_n]]).astype(np.int64)      # [b, px]
-    # weights[a, b*Py + py, px] = wy[a, py] * wx[b, px] on the diagonal
     prod = wy[:, None, :, None] * wx[None, :, None, :]                  # [a, b, py, px]
-    diag = prod.reshape(2, 2 * py_n, px_n)
     ch = np.arange(c)
-    depth = [(0, 0), (1, 1)]
+    planes = 1 if top <= 255 else 2
+    depth_taps = 3 if planes == 2 and (prod >> 8).max() > 255 else 2
+    strip = _strip_rows(b.walk.config, n, iw, ow, c, oh, py_n, px_n, planes, depth_taps)
+    if strip == 0:
+        raise unsupported(op, f"BILINEAR int16 with {px_n} x phases: one output row's weight tiles do not "
+                              f"fit twice in WSRAM ({b.walk.config.wsram_rows} rows)")
 
     def plane(values):
-        """Weights [a, b*Py + py, px, C, C] with ``values`` on the diagonal, wzp elsewhere."""
+        """Weights [a, b*m + i, px, C, C] with ``values`` on the diagonal, wzp elsewhere."""
         w = np.full(values.shape + (c, c), wzp, np.int64)
         w[..., ch, ch] = values[..., None] + wzp
         return w
 
-    hi_weights = None
-    if top <= 255:
-        weights = plane(diag)
-    else:
-        hi = diag >> 8
-        extra = np.maximum(hi - 255, 0)[:1]         # w = 65536: hi = 255 + 1 (plane a = 0 again)
-        weights, hi_weights = plane(diag & 255), plane(np.minimum(hi, 255))
-        if extra.any():
-            depth.append((2, 0))
-            weights = np.concatenate([weights, plane(np.zeros_like(extra))])
-            hi_weights = np.concatenate([hi_weights, plane(extra)])
-    rows = gather(x, (n, ih, iw, c), 1, np.concatenate([iy0, iy1]))
-    both = gather(rows, (n, 2 * oh, iw, c), 2, np.concatenate([ix0, ix1]))
-    stacked = b.reshape(both, (n, 2, 2 * oh, ow, c), "int16")
-    per_y = [AxisPhase(p, py_n, -(-(oh - p) // py_n), 2 * py_n, [(k * py_n + p, 2 * p + k) for k in range(2)])
-             for p in range(py_n)]
-    per_x = [AxisPhase(p, px_n, -(-(ow - p) // px_n), px_n, [(p, p)]) for p in range(px_n)]
     b.walk.new_root(op.outputs[0], (n, oh, ow, c), "computed", layout="rows", dtype="int48")
-    b.layer(MxuConvLayer(f"{b.base}.l{b.count}", stacked, op.outputs[0], (n, 2, 2 * oh, ow, c), (n, 1, oh, ow, c),
-                         weights, np.zeros(c, np.int64), True, False, 0, wzp, per_y, per_x, [depth],
-                         hi_weights=hi_weights))
-    b.count += 1
+    for r0 in range(0, oh, strip):
+        r1 = min(oh, r0 + strip)
+        sh = r1 - r0
+        m = min(py_n, sh)                       # the strip's y phases: its first m rows
+        ps = (r0 + np.arange(m)) % py_n
+        # weights[a, b*m + i, px] = wy[a, ps[i]] * wx[b, px] on the diagonal
+        diag = prod[:, :, ps, :].reshape(2, 2 * m, px_n)
+        depth = [(0, 0), (1, 1)]
+        hi_weights = None
+        if planes == 1:
+            weights = plane(diag)
+        else:
+            hi = diag >> 8
+            extra = np.maximum(hi - 255, 0)[:1]         # w = 65536: hi = 255 + 1 (plane a = 0 again)
+            weights, hi_weights = plane(diag & 255), plane(np.minimum(hi, 255))
+            if extra.any():
+                depth.append((2, 0))
+                weights = np.concatenate([weights, plane(np.zeros_like(extra))])
+                hi_weights = np.concatenate([hi_weights, plane(extra)])
+        rows = gather(x, (n, ih, iw, c), 1, np.concatenate([iy0[r0:r1], iy1[r0:r1]]))
+        both = gather(rows, (n, 2 * sh, iw, c), 2, np.concatenate([ix0, ix1]))
+        stacked = b.reshape(both, (n, 2, 2 * sh, ow, c), "int16")
+        per_y = [AxisPhase(r0 + i, py_n, -(-(sh - i) // py_n), 2 * py_n, [(k * m + i, 2 * i + k) for k in range(2)])
+                 for i in range(m)]
+        per_x = [AxisPhase(p, px_n, -(-(ow - p) // px_n), px_n, [(p, p)]) for p in range(px_n)]
+        b.layer(MxuConvLayer(f"{b.base}.l{b.count}", stacked, op.outputs[0], (n, 2, 2 * sh, ow, c),
+                             (n, 1, sh, ow, c), weights, np.zeros(c, np.int64), True, False, 0, wzp, per_y, per_x,
+                             [depth], hi_weights=hi_weights))
+        b.count += 1
