@@ -16,7 +16,9 @@ Datapath, for a read in cycle t (``WRITE_LATENCY`` = 4 in isa/vector.py):
   VALU's operation (or its product, for MUL), or VPOOL's running reduction.  At the last
   element of a vector S0's result is loaded into X1 (and a vector's window reduction
   into its accumulator each element).
-* t+3: stage S2a, the rounding shift of X1 (or its low bits), into register Y.
+* t+3: stage S2a, the rounding shift of X1 into register Y; for VALU (no rounding shift)
+  the op's last step instead: ARITHMETIC_RIGHT_SHIFT's round bit added, NEGATE's and
+  CLAMP's clamp (S0 leaves them out, hw/vpu_lanes.py ``valu_result``).
 * t+4 .. t+3+W: stage S2b (comb from Y: zero point, type clip, clamp, output type) feeds
   the writer, one row per cycle.  X1 changes once per vector, at least P >= W cycles
   apart, and Y one cycle after it, so the rows of one vector see one Y.
@@ -41,14 +43,14 @@ from amaranth.lib.wiring import In
 from amaranth.utils import ceil_log2
 
 from isa.config import NpuConfig
-from isa.instructions import OPCODE_BITS, PoolMode, VecMem
+from isa.instructions import OPCODE_BITS, PoolMode, ValuOp, VecMem
 from isa.vector import MAX_ROWS, PARAM_ROWS
 from hw.decode import instr_layout, opcode
 from hw.interfaces import UnitCtlSignature
 from hw.sequencer import vpu_cmd_layout
 from hw.signals import named
 from hw.vpu_config import VpuConfig, command_fields, derive
-from hw.vpu_lanes import decode_lanes, valu_result
+from hw.vpu_lanes import VALU_FINISH_BITS, decode_lanes, valu_bounds, valu_result
 
 LANE_BITS = 32
 OPERANDS = ("a", "b", "c")
@@ -245,7 +247,8 @@ class Vpu(wiring.Component):
         x1 = [Signal(signed(64), name=f"x1_{n}") for n in range(L)]
         x1_neg = [Signal(name=f"x1_neg{n}") for n in range(L)]
         pool = [Signal(signed(32), name=f"pool{n}") for n in range(L)]
-        alu = valu_result(m, c, values, L)
+        alu, asr_round = valu_result(m, c, values, L)
+        x1_round = [Signal(name=f"x1_round{n}") for n in range(L)]
         pool_max = named(m, c.pool_mode == PoolMode.MAX, "pool_max")
         for n in range(L):
             a, b = values["a"][n], values["b"][n]
@@ -266,19 +269,30 @@ class Vpu(wiring.Component):
                 m.d.sync += [
                     x1[n].eq(Mux(c.rounding, product, Mux(c.is_pool, reduced, alu[n]))),
                     x1_neg[n].eq(v32 < 0),
+                    x1_round[n].eq(asr_round[n]),
                 ]
 
-        # -- t+3, S2a: the rounding shift of X1 into Y ------------------------------------------
+        # -- t+3, S2a: the rounding shift of X1 into Y (VALU: the op's last step) ---------------
         x_valid = Signal()
         m.d.sync += x_valid.eq(final)
         y_base = [Signal(signed(36), name=f"y_base{n}") for n in range(L)]
+        # VALU's last step (hw/vpu_lanes.py valu_result): ARITHMETIC_RIGHT_SHIFT adds its round
+        # bit, NEGATE and CLAMP clamp; bounds from the command, registered like S2b's.
+        v_lo, v_hi = Signal(signed(VALU_FINISH_BITS)), Signal(signed(VALU_FINISH_BITS))
+        lo_next, hi_next = valu_bounds(c)
+        v_asr = Signal()
+        m.d.sync += [v_lo.eq(lo_next), v_hi.eq(hi_next),
+                     v_asr.eq(c.is_valu & (c.op == ValuOp.ARITHMETIC_RIGHT_SHIFT))]
         for n in range(L):
+            xv = x1[n][:36].as_signed()
+            clamped = Mux(xv < v_lo, v_lo, Mux(xv > v_hi, v_hi, xv))
+            finish = named(m, Mux(v_asr, xv + x1_round[n], clamped), f"valu_done{n}", signed(36))
             sh = named(m, Mux(c.is_valu, c.imm0[:6], shift[n]), f"sh{n}", 6)
             rnd = (Const(1, 64) << sh) >> 1                 # 1 << (sh-1), or 0 when sh == 0
             adj = Mux(c.dr & (sh > 31), Mux(x1_neg[n], -(1 << 30), 1 << 30), 0)
             total = named(m, (x1[n] + rnd + adj)[:64], f"total{n}", signed(64))
             scaled = (total >> sh)[:32].as_signed()
-            m.d.sync += y_base[n].eq(Mux(c.rounding, scaled, x1[n][:36].as_signed()))
+            m.d.sync += y_base[n].eq(Mux(c.rounding, scaled, finish))
 
         # -- t+4 .. t+3+W, S2b and the writer ------------------------------------------------
         w_active = Signal()

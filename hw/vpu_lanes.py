@@ -71,12 +71,18 @@ def clz32(m, value, name: str) -> object:
     return count + ~x[31]                               # all zero: 31 + 1
 
 
-def valu_result(m, c, values: dict, lanes: int) -> list:
+def valu_result(m, c, values: dict, lanes: int) -> tuple[list, list]:
     """VALU's result per lane (signed, 36 bits; only its low bits(U) bits matter), for every
-    op but MUL.  Per lane one subtractor serves SUB, the comparisons and MIN/MAX, one
-    negation ABS (0 - a) and NEGATE (imm0 + imm1 - a, then clipped to T); the op selects
-    among the shared units' outputs."""
+    op but MUL, *before its last step*, and per lane ARITHMETIC_RIGHT_SHIFT's round bit.
+    Per lane one subtractor serves SUB, the comparisons and MIN/MAX, one negation ABS
+    (0 - a) and NEGATE (imm0 + imm1 - a); the op selects among the shared units' outputs.
+
+    The last steps are the vector unit's next stage (hw/vpu.py S2a, idle for VALU
+    otherwise): ARITHMETIC_RIGHT_SHIFT's ``(a >> k) + round`` adds the round bit there, and
+    NEGATE's clip to T and CLAMP's ``[imm0, imm1]`` are one clamp there (:func:`valu_bounds`),
+    so that no adder or compare follows a shifter or a subtractor in one cycle."""
     results = [Signal(signed(36), name=f"alu{n}") for n in range(lanes)]
+    round_bits = [Signal(name=f"asr_round{n}") for n in range(lanes)]
     neg_base = named(m, Mux(c.op == ValuOp.NEGATE, c.imm0 + c.imm1, 0), "neg_base", signed(17))
     units = []
     for n in range(lanes):
@@ -86,13 +92,11 @@ def valu_result(m, c, values: dict, lanes: int) -> list:
         diff = named(m, a - b, f"diff{n}", signed(33))
         lt, eq = diff[32], named(m, diff == 0, f"eq{n}")
         nv = named(m, neg_base - a, f"neg{n}", signed(34))
-        nlo = named(m, Mux(nv < c.tlo, c.tlo, nv), f"neg_lo{n}", signed(34))
-        clo = named(m, Mux(a < c.imm0, c.imm0, a), f"clamp_lo{n}", signed(32))
         az, bz = named(m, a != 0, f"az{n}"), named(m, b != 0, f"bz{n}")
+        m.d.comb += round_bits[n].eq(c.imm0[0] & (k != 0) & a.bit_select((k - 1)[:5], 1))
         units.append(dict(
             a=a, b=b, c=values["c"][n][:32].as_signed(), k=k, diff=diff, lt=lt, eq=eq, az=az, bz=bz, nv=nv,
-            add=a + b, neg=Mux(nlo > c.thi, c.thi, nlo), clamp=Mux(clo > c.imm1, c.imm1, clo),
-            asr=(a >> k) + (c.imm0[0] & (k != 0) & a.bit_select((k - 1)[:5], 1)),
+            add=a + b,
         ))
     with m.Switch(c.op):
         def case(op, fn):
@@ -102,7 +106,7 @@ def valu_result(m, c, values: dict, lanes: int) -> list:
 
         case(ValuOp.ADD, lambda u: u["add"])
         case(ValuOp.SUB, lambda u: u["diff"])
-        case(ValuOp.ARITHMETIC_RIGHT_SHIFT, lambda u: u["asr"])
+        case(ValuOp.ARITHMETIC_RIGHT_SHIFT, lambda u: u["a"] >> u["k"])       # + round bit: S2a
         case(ValuOp.LOGICAL_LEFT_SHIFT, lambda u: (u["a"] << u["k"])[:32])
         case(ValuOp.LOGICAL_RIGHT_SHIFT, lambda u: (u["a"] & c.a_mask)[:32] >> u["k"])
         case(ValuOp.BITWISE_AND, lambda u: u["a"] & u["b"])
@@ -111,7 +115,7 @@ def valu_result(m, c, values: dict, lanes: int) -> list:
         case(ValuOp.BITWISE_NOT, lambda u: ~u["a"])
         case(ValuOp.MINIMUM, lambda u: Mux(u["lt"], u["a"], u["b"]))
         case(ValuOp.MAXIMUM, lambda u: Mux(u["lt"], u["b"], u["a"]))
-        case(ValuOp.CLAMP, lambda u: u["clamp"])
+        case(ValuOp.CLAMP, lambda u: u["a"])                                   # clamped in S2a
         case(ValuOp.EQUAL, lambda u: u["eq"])
         case(ValuOp.GREATER, lambda u: ~u["lt"] & ~u["eq"])
         case(ValuOp.GREATER_EQUAL, lambda u: ~u["lt"])
@@ -121,11 +125,28 @@ def valu_result(m, c, values: dict, lanes: int) -> list:
         case(ValuOp.LOGICAL_NOT, lambda u: ~u["az"])
         case(ValuOp.SELECT, lambda u: Mux(u["az"], u["b"], u["c"]))
         case(ValuOp.ABS, lambda u: Mux(u["a"][31], u["nv"], u["a"]))      # -a, unclipped
-        case(ValuOp.NEGATE, lambda u: u["neg"])
+        case(ValuOp.NEGATE, lambda u: u["nv"])                                 # clipped in S2a
         with m.Case(ValuOp.CLZ):
             for n, (r, u) in enumerate(zip(results, units)):
                 m.d.comb += r.eq(clz32(m, u["a"], f"clz{n}"))
         with m.Default():                           # COPY (MUL's product is taken elsewhere)
             for r, u in zip(results, units):
                 m.d.comb += r.eq(u["a"])
-    return results
+    return results, round_bits
+
+
+VALU_FINISH_BITS = 37       # S2a's VALU bounds: beyond every 36-bit VALU result
+
+
+def valu_bounds(c) -> tuple[object, object]:
+    """The clamp ``(lo, hi)`` S2a applies to a VALU result (NEGATE: T's range; CLAMP:
+    ``[imm0, imm1]``, lower bound first, so an empty range gives imm1; other ops: none), from
+    the command registers only."""
+    big = 1 << (VALU_FINISH_BITS - 1)
+    neg = c.is_valu & (c.op == ValuOp.NEGATE)         # (``op`` is stale outside VALU)
+    clamp = c.is_valu & (c.op == ValuOp.CLAMP)
+    lo = Mux(neg, c.tlo, Mux(clamp, c.imm0, -big + 1))
+    hi = Mux(neg, c.thi, Mux(clamp, c.imm1, big - 1))
+    # min(max(x, lo), hi) is hi for every x when lo > hi: then both bounds are hi, and the
+    # lane's two compares run in parallel (x < lo ? lo : x > hi ? hi : x).
+    return Mux(lo > hi, hi, lo), hi
