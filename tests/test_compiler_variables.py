@@ -303,3 +303,22 @@ def test_brick_value_persists():
         assert result.ok and result.hazards == [], (result.error_message, result.hazards[:3])
         np.testing.assert_array_equal(program.read_outputs(result.memory)[old], want[old], err_msg=f"run {run}")
         memory = bytearray(result.memory)
+
+
+def test_variables_with_equal_initial_values_keep_their_own_buffers():
+    """Equal constants share one segment (compiler/program/memplan.py); a variable's buffer
+    is state, not a constant: two variables with the same initial value, one written, and a
+    constant equal to both, each keep their own bytes."""
+    rng = np.random.default_rng(14)
+    g = VecBuilder(rng, "eq")
+    shape = (2, 8)
+    a = g.input(shape, "int8")
+    init = _values(rng, shape, "int8")
+    _declare(g, 1, shape, "int8", init)
+    _declare(g, 2, shape, "int8", init)
+    k = g.const(init, "int8")
+    _write(g, 1, g.op("BITWISE_XOR", [a, k], shape, "int8"))
+    comp = run_and_compare(g.graph([_read(g, 1, shape, "int8"), _read(g, 2, shape, "int8"),
+                                    g.op("BITWISE_OR", [a, k], shape, "int8")]), g.inputs(rng), SMALL_CONFIG)
+    variables = [s for s in comp.program.segments if "@variable" in s.name]
+    assert len(variables) == 2 and variables[0].addr != variables[1].addr

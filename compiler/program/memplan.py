@@ -5,7 +5,8 @@ Layout, from address 0 (every region aligned to ``ALIGN`` bytes):
 
 * constant segments (each layer's weights and parameters, pad fill words, constant
   activations as bricks), one copy of each distinct content (equal weights of several layers,
-  e.g. a RESIZE cut into strips, are stored once: nothing writes constants);
+  e.g. a RESIZE cut into strips, are stored once), except the values of variables, which
+  layers write;
 * graph inputs, then the buffers graph outputs are bound to, each for the whole run;
 * intermediate buffers, first-fit in a pool where a region is reused once every layer
   touching its previous buffer has run (the scheduler orders the reuse by footprints);
@@ -60,24 +61,30 @@ def plan_memory(flow: Dataflow, constants: dict[str, bytes], config: NpuConfig) 
     plan = ExtPlan()
     cursor = 0
 
-    placed: dict[bytes, int] = {}       # constant bytes -> address: equal constants share one copy
+    placed: dict[bytes, int] = {}       # read-only bytes -> address: equal constants share one copy
 
-    def segment(name: str, data: bytes) -> int:
+    def segment(name: str, data: bytes, shared: bool = True) -> int:
         nonlocal cursor
         data = bytes(data)
-        if data in placed:                  # read-only, so one copy serves every layer
+        if shared and data in placed:
             return placed[data]
-        at = placed[data] = cursor
+        at = cursor
+        if shared:
+            placed[data] = at
         plan.segments.append(Segment(name, at, data))
         cursor = align(cursor + len(data))
         return at
 
+    # A constant root that a layer writes (a VARIABLE's value: its initial bytes, then
+    # VARIABLE_WRITE) is state, not a constant: it gets bytes of its own.
+    written = {flow.root_of(t).name for layer in flow.layers for t in layer.writes}
     for name, data in constants.items():
         plan.constants[name] = segment(name, data)
     for root in flow.roots.values():
         if root.kind == "const":
             data = np.asarray(root.data).astype(numpy_dtype(root.dtype))
-            plan.roots[root.name] = segment(f"const.{root.name}", pack(data, root.layout, lanes))
+            plan.roots[root.name] = segment(f"const.{root.name}", pack(data, root.layout, lanes),
+                                            shared=root.name not in written)
 
     def pin(root: Root) -> None:
         nonlocal cursor
