@@ -102,7 +102,17 @@ class Vpu(wiring.Component):
         active = Signal()
         ph = Signal(2)                  # parameter row being read (3: data phase)
         param_ptr = Signal.like(c.param_addr)
-        j = Signal.like(c.P)            # cycle within the slot
+        j = Signal(c.p_bits)            # cycle within the slot
+        # The slot's reading cycles E*R and length P = max(E*R, W): a multiply after the
+        # command's decode, so formed from the command registers and registered, valid from
+        # the second cycle after the start.  Only the first data cycle comes before that
+        # (VALU, VPOOL: no parameter rows): there j = 0 < E*R, and the slot ends iff P == 1,
+        # a flag decoded with the command (hw/vpu_config.py).
+        er = Signal(c.p_bits)
+        slot_len = Signal(c.p_bits)
+        fresh = Signal()                # the cycle after the start
+        er_next = named(m, (c.k0 * c.k1) * c.R, "er_next", c.p_bits)
+        m.d.sync += [er.eq(er_next), slot_len.eq(Mux(er_next > c.W, er_next, c.W)), fresh.eq(start)]
         r = Signal(range(MAX_ROWS))     # row within the element
         w0 = Signal(8)
         w1 = Signal(8)
@@ -116,11 +126,11 @@ class Vpu(wiring.Component):
 
         params = named(m, active & (ph != 3), "params")
         data = named(m, active & (ph == 3), "data")
-        reading = named(m, data & (j < c.er), "reading")
+        reading = named(m, data & (fresh | (j < er)), "reading")
         last_row = named(m, r == c.R - 1, "last_row")
         last_w0 = named(m, w0 == c.k0 - 1, "last_w0")
         last_w1 = named(m, w1 == c.k1 - 1, "last_w1")
-        slot_end = named(m, data & (j == c.P - 1), "slot_end")
+        slot_end = named(m, data & Mux(fresh, c.p_is_1, j == slot_len - 1), "slot_end")
         last_i0 = named(m, i0 == c.n0 - 1, "last_i0")
         last_vec = named(m, last_i0 & (i1 == c.n1 - 1), "last_vec")
 

@@ -50,7 +50,7 @@ class VpuConfig:
     def __init__(self, config: NpuConfig, prefix: str = "cfg"):
         depth = max(config.asram_rows, config.acc_rows, config.psram_rows, 1 << 16)
         self.ptr_bits = ceil_log2(depth) + 2
-        p_bits = ceil_log2(MAX_P + 1)
+        self.p_bits = ceil_log2(MAX_P + 1)
         shapes = {
             # per instruction (command_fields)
             "kind": 2, "per_channel": 1, "scale32": 1, "double_round": 1, "op": 5, "pool_mode": 1,
@@ -60,7 +60,7 @@ class VpuConfig:
             "clamp": 1, "cmin": signed(17), "cmax": signed(17), "imm0": signed(16), "imm1": signed(16),
             # derived (derive)
             "is_act": 1, "is_rescale": 1, "is_valu": 1, "is_pool": 1, "is_mul": 1, "rounding": 1,
-            "dr": 1, "touches": 1, "R": 3, "W": 3, "er": p_bits, "P": p_bits,
+            "dr": 1, "touches": 1, "R": 3, "W": 3, "p_is_1": 1,
             "d_size1": 1, "d_size2": 1, "d_unsigned": 1, "tlo": signed(33), "thi": signed(33), "a_mask": 32,
         }
         for k in "abc":
@@ -130,8 +130,9 @@ def derive(m, c: VpuConfig) -> None:
     r_ab = named(m, Mux(c.b_rows > c.a_rows, c.b_rows, c.a_rows), "cfg_r_ab")
     m.d.comb += c.R.eq(Mux(c.c_rows > r_ab, c.c_rows, r_ab))
     m.d.comb += c.W.eq(rows_of(c.d_mem, c.d_dtype))
-    m.d.comb += c.er.eq((c.k0 * c.k1) * c.R)
-    m.d.comb += c.P.eq(Mux(c.er > c.W, c.er, c.W))
+    # The slot length P = max(E*R, W) (E = k0*k1) is formed by the unit a cycle after the
+    # command (hw/vpu.py): only whether it is 1 is decoded with the command.
+    m.d.comb += c.p_is_1.eq((c.k0 == 1) & (c.k1 == 1) & (c.R == 1) & (c.W <= 1))
     size = named(m, _lut(c.d_dtype, {t: DTYPE_BITS[t] // 8 for t in VecType}), "cfg_d_size", 3)
     m.d.comb += [
         c.d_size1.eq(size == 1), c.d_size2.eq(size == 2), c.d_unsigned.eq(_any(c.d_dtype, UNSIGNED)),
