@@ -22,6 +22,7 @@ BENCHMARKS: dict[str, str] = {
     "roofline": "bench.roofline",         # per-layer cycles on the ISA simulator vs the roofline
     "sweep": "bench.sweep",               # array-size sweep of the full-size networks (estimate)
     "families": "bench.families",         # network-family .tflite fixtures: cycles, roofline, utilisation
+    "fpga": "bench.fpga",                 # FPGA builds on record: utilisation, post-route Fmax
 }
 
 

@@ -196,3 +196,26 @@ def test_isa_sim_benchmark_table(tmp_path):
     assert table.rows[0][0].startswith("hand-built")
     for row in table.rows:
         assert row[1] > 0 and row[-1] == 0, row   # instructions executed, no hazards
+
+
+def test_fpga_bench_reads_nextpnr_reports(tmp_path):
+    """bench/fpga.py lists build directories from nextpnr's report.json: used of available
+    per resource, the clock's achieved Fmax against its constraint, the bitstream's presence;
+    a build that stopped before the report is listed without figures."""
+    from bench import fpga
+    done = tmp_path / "ulx3s" / "npu-small"
+    done.mkdir(parents=True)
+    (done / "report.json").write_text(
+        '{"utilization": {"TRELLIS_COMB": {"used": 41820, "available": 83640}, '
+        '"MULT18X18D": {"used": 62, "available": 156}}, '
+        '"fmax": {"$glbnet$clk": {"achieved": 27.5, "constraint": 25.0}}}')
+    (done / "top.bit").write_bytes(b"\0")
+    (tmp_path / "ulx3s" / "npu-ecp5_85f").mkdir()
+    (tmp_path / "nosuchboard" / "x-y").mkdir(parents=True)
+    rows = fpga.builds(tmp_path)
+    assert [(r["design"], r["config"]) for r in rows] == [("npu", "ecp5_85f"), ("npu", "small")]
+    stopped, small = rows
+    assert stopped["report"] is None and not stopped["bitstream"]
+    assert small["report"]["LUT"] == "41820 / 83640 (50%)" and small["report"]["DSP"] == "62 / 156 (40%)"
+    assert small["report"]["BRAM"] is None
+    assert (small["fmax"], small["target"], small["bitstream"]) == (27.5, 25.0, True)
