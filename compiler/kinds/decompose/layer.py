@@ -41,7 +41,7 @@ from compiler.kinds.decompose.reduce_split import split_reduce
 from compiler.core.dataflow import Ref
 from compiler.kinds.matmul.layer import matmul
 from compiler.kinds.movement.params import ints, operand
-from compiler.kinds.mxu_conv.resize_wide import bilinear_int16
+from compiler.kinds.mxu_conv.resize_wide import STRIP_SHARE, bilinear_int16
 
 DECOMPOSED_OPS = ("ARGMAX", "GATHER", "SCATTER", "MATMUL", "RESIZE")
 LOWEST = {"int8": -128, "int16": -32768, "int32": -(1 << 31)}
@@ -317,10 +317,6 @@ def _bilinear_int8(b: _Builder, gather, x: str, in_shape, out_hw, ymap, xmap, ou
         b.layer(EltLayer(f"{b.base}.l{b.count}", inputs, dst, (n, sh, ow, c), types,
                          {"w": "ASRAM", "p": "ASRAM"}, steps, params=np.array([[1], [0]], np.int64)))
         b.count += 1
-
-
-# A strip's gathered int8 tensors take at most this share of the external memory.
-STRIP_SHARE = 16
 
 
 def _int8_strip_rows(config, n: int, iw: int, ow: int, c: int, oh: int) -> int:

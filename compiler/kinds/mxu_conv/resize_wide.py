@@ -41,7 +41,8 @@ from compiler.core.errors import unsupported
 from compiler.core.views import ceil_div
 from compiler.kinds.mxu_conv.layer import AxisPhase, MxuConvLayer
 
-# A strip's gathered tensors take at most this share of the external memory.
+# A strip's gathered tensors take at most 1 / STRIP_SHARE of the external memory (int16 here,
+# int8 in compiler/kinds/decompose/layer.py: one share for both).
 STRIP_SHARE = 16
 
 
