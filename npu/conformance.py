@@ -16,7 +16,9 @@ Verdicts, one per test:
   reason says so and what the suite expected).  A rank above MAX_RANK at level 8K (the
   suite's WrongRank tests) is rejected by every backend (``LevelRejected``): a pass.
 * **failed**: anything else a backend does wrong: a wrong or missing output, a valid graph
-  rejected, an illegal graph accepted, a crash.
+  rejected, an illegal graph accepted, a crash.  A test that needs more memory than its budget
+  (``--memory-limit``) fails with "out of memory", and one whose worker process dies fails on
+  its own: the others in the run keep their verdicts (npu/guarded_workers.py).
 * **unsupported**: the backend says it does not handle the graph (``Unsupported``), e.g. an
   operator the compiler cannot map to the NPU yet; listed with the reason, never a failure.
 * **skipped**: the test cannot be judged: a positive test without expected
@@ -37,7 +39,6 @@ import sys
 import time
 import traceback
 from collections import Counter, defaultdict
-from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -46,6 +47,7 @@ import numpy as np
 from tosa_ir.errors import InvalidInput, NpuError, TosaUnpredictable, Unsupported
 
 from npu.config import load_config
+from npu.guarded_workers import WorkerDied, default_budget, map_guarded
 
 BACKENDS = ("ref", "isa", "rtl")
 PASSED, FAILED, UNSUPPORTED, SKIPPED = "passed", "failed", "unsupported", "skipped"
@@ -274,6 +276,9 @@ def run_test(name: str, folder: Path, backend: str, config=None) -> TestResult:
         return result(FAILED, f"valid graph rejected: {_first_line(e)}")
     except NpuError as e:
         return result(FAILED, f"{type(e).__name__}: {_first_line(e)}")
+    except MemoryError as e:   # past the test's memory budget (npu/guarded_workers.py)
+        return result(FAILED, f"crash: out of memory: the test needed more address space than "
+                              f"its budget (--memory-limit){_where(e)}")
     except Exception as e:  # a bug in the backend: report it, keep running the others
         return result(FAILED, f"crash: {type(e).__name__}: {_first_line(e)}{_where(e)}")
 
@@ -303,6 +308,13 @@ def _run_test_args(args: tuple) -> TestResult:
     return run_test(*args)
 
 
+def _died(item: tuple, died: WorkerDied) -> TestResult:
+    """The verdict on a test whose process died (run alone, so it is this test's doing)."""
+    name, folder = item[0], item[1]
+    return TestResult(name, folder.name.split("_")[0].upper(), FAILED,
+                      f"crash: {died.describe()}")
+
+
 # -- running many ----------------------------------------------------------------------------
 class _Progress:
     """A counter on stderr (only on a terminal), redrawn at most ten times a second."""
@@ -325,10 +337,12 @@ class _Progress:
 
 def run_tests(tests: list[tuple[str, Path]], backend: str, config=None, jobs: int = 1,
               progress: bool = True, scheduler: str | None = None,
-              dask: bool = False) -> list[TestResult]:
+              dask: bool = False, memory: int | None = None) -> list[TestResult]:
     """Run ``tests`` (from :func:`find_tests`) in ``jobs`` processes, or on Dask (``scheduler``
     address, or ``dask``: a local cluster of ``jobs`` workers; npu/dask_runner.py); results in
-    test order."""
+    test order.  Locally each test may add ``memory`` bytes of address space (None: 80% of
+    physical memory shared by the jobs; 0: no limit): past that it fails with MemoryError, and
+    a test whose worker process dies fails on its own (npu/guarded_workers.py)."""
     work = [(name, path, backend, config) for name, path in tests]
     bar = _Progress(len(work)) if progress else _Progress(0)
     results: dict[int, TestResult] = {}
@@ -340,16 +354,11 @@ def run_tests(tests: list[tuple[str, Path]], backend: str, config=None, jobs: in
                     _run_test_args, work, scheduler=scheduler, dask=True, jobs=max(jobs, 2)), 1):
                 results[i] = result
                 bar.update(done)
-        elif jobs <= 1:
-            for i, item in enumerate(work):
-                results[i] = _run_test_args(item)
-                bar.update(i + 1)
         else:
-            with ProcessPoolExecutor(max_workers=jobs) as pool:
-                futures = {pool.submit(_run_test_args, item): i for i, item in enumerate(work)}
-                for done, future in enumerate(as_completed(futures), 1):
-                    results[futures[future]] = future.result()
-                    bar.update(done)
+            budget = default_budget(jobs) if memory is None else memory
+            for done, (i, result) in enumerate(map_guarded(_run_test_args, work, jobs, budget), 1):
+                results[i] = _died(work[i], result) if isinstance(result, WorkerDied) else result
+                bar.update(done)
     finally:
         bar.close()
     return [results[i] for i in range(len(work))]
@@ -448,6 +457,9 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
                         "JSON file of NpuConfig fields (default: %(default)s)")
     p.add_argument("--json", metavar="FILE",
                    help="also write every verdict, the per-operator counts and the summary as JSON")
+    p.add_argument("--memory-limit", type=float, metavar="GIB",
+                   help="address space each test may add, in GiB; a test past it fails with "
+                        "MemoryError (default: 80%% of physical memory divided by --jobs; 0: no limit)")
     p.add_argument("--dask", action="store_true",
                    help="run the tests on a local Dask cluster of --jobs workers (at least 2)")
     p.add_argument("--scheduler", metavar="ADDRESS",
@@ -465,8 +477,13 @@ def run(args) -> int:
     if args.backend != "ref":
         config = load_config(args.config)
     start = time.perf_counter()
+    memory = None
+    if args.memory_limit is not None:
+        if args.memory_limit < 0:
+            raise InvalidInput(f"--memory-limit {args.memory_limit}: must be 0 (no limit) or more")
+        memory = int(args.memory_limit * (1 << 30))
     results = run_tests(tests, args.backend, config=config, jobs=min(args.jobs, len(tests)),
-                        scheduler=args.scheduler, dask=args.dask)
+                        scheduler=args.scheduler, dask=args.dask, memory=memory)
     if args.json:
         import json
 

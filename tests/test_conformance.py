@@ -308,3 +308,47 @@ def test_json_report(small_corpus, tmp_path, capsys):
 def test_json_report_unwritable_exit_2(small_corpus, tmp_path, capsys):
     code, out, err = _cli(capsys, small_corpus, "--json", tmp_path / "no" / "such" / "report.json")
     assert code == 2 and "cannot write the JSON report" in err
+
+
+def test_test_past_its_memory_budget_fails_alone(small_corpus, tmp_path, capsys, monkeypatch):
+    big = _copy_test(small_corpus, tmp_path, r"^add_\d")
+    real = conformance._run_backend
+
+    def blow_up(graph, inputs, backend, config, source):
+        np.ones(3 << 30, dtype=np.uint8)          # 3 GiB against a 0.5 GiB budget
+        return real(graph, inputs, backend, config, source)
+
+    monkeypatch.setattr(conformance, "_run_backend", blow_up)
+    code, out, err = _cli(capsys, big, "--memory-limit", "0.5", "-v")
+    assert code == 1 and "Traceback" not in out + err
+    assert "crash: out of memory" in out and "--memory-limit" in out
+
+
+def test_killed_worker_fails_only_its_test(small_corpus, monkeypatch):
+    """A test whose worker process dies (here SIGKILL, as the kernel's OOM killer sends) is
+    that test's failure; the run goes on and every other test keeps its verdict."""
+    import os
+    import signal
+
+    tests = conformance.find_tests([str(small_corpus)])[:6]
+    victim = tests[2][0]
+    real = conformance._run_backend
+
+    def die_on_victim(graph, inputs, backend, config, source):
+        if victim in source:
+            os.kill(os.getpid(), signal.SIGKILL)
+        return real(graph, inputs, backend, config, source)
+
+    monkeypatch.setattr(conformance, "_run_backend", die_on_victim)
+    got = conformance.run_tests(tests, "ref", jobs=2, progress=False)
+    monkeypatch.setattr(conformance, "_run_backend", real)
+    want = conformance.run_tests(tests, "ref", jobs=1, progress=False)
+    assert [r.name for r in got] == [name for name, _ in tests]
+    assert got[2].verdict == conformance.FAILED and "killed (SIGKILL" in got[2].reason
+    assert [(r.verdict, r.reason) for i, r in enumerate(got) if i != 2] == \
+           [(r.verdict, r.reason) for i, r in enumerate(want) if i != 2]
+
+
+def test_bad_memory_limit_exit_2(small_corpus, capsys):
+    code, _, err = _cli(capsys, small_corpus, "--memory-limit", "-1")
+    assert code == 2 and "--memory-limit" in err
