@@ -7,7 +7,8 @@
 #   make synth CONFIG=small TARGET=ecp5   synthesis report per unit (YoWASP Yosys; build/synth/)
 #   make bitstream BOARD=icebreaker DESIGN=bridge   FPGA bitstream (YoWASP; build/board/<board>/),
 #                              BOARD=ulx3s|icebreaker, DESIGN=npu|bridge, BOARD_CONFIG=<name>,
-#                              FREQ=<MHz>, MEM_KIB=<board memory>
+#                              FREQ=<MHz>, MEM_KIB=<board memory>,
+#                              NEXTPNR_OPTS="--router router2" (extra nextpnr options)
 #   make docs                  regenerate generated documentation and headers
 #   make conformance-full      the official generator's whole TOSA 1.0 PRO-INT listing (both seeds,
 #                              ~20,000 tests a seed) into build/conformance/full, one resumable
@@ -74,7 +75,8 @@ BOARD_CONFIG ?=
 
 bitstream:
 	$(PYTHON) -m hw.board build --board $(BOARD) --design $(DESIGN) $(if $(BOARD_CONFIG),--config $(BOARD_CONFIG)) \
-		$(if $(FREQ),--freq $(FREQ)) $(if $(MEM_KIB),--mem-kib $(MEM_KIB))
+		$(if $(FREQ),--freq $(FREQ)) $(if $(MEM_KIB),--mem-kib $(MEM_KIB)) \
+		$(if $(NEXTPNR_OPTS),--nextpnr-opts "$(NEXTPNR_OPTS)")
 
 docs:
 	$(PYTHON) -m isa.generate
