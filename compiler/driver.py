@@ -34,7 +34,7 @@ from compiler.dataflow import Dataflow, build_dataflow
 from compiler.frontends import load_graph
 from compiler.graph.control import CONTROL_OPS, inline_control_flow
 from compiler.graph.constant_fold import fold_constants
-from compiler.graph.validate import check_graph, check_level_ranks, check_reshapes
+from compiler.graph.validate import check_graph, check_level_ranks, check_reshapes, trusts_declared_shapes
 from compiler.kinds.conv.tap_packing import pack_taps
 from compiler.kinds.elementwise.fusion import fuse_elementwise
 from compiler.kinds.registry import kind_of
@@ -108,6 +108,9 @@ def run_pipeline(graph: Graph, config: NpuConfig = DEFAULT_CONFIG, loops: bool =
     check_level_ranks(graph)
     check_reshapes(graph)
     graph = fold_constants(graph)   # idempotent: a graph folded by compile_graph is returned as is
+    checked = trusts_declared_shapes(graph)
+    if checked:     # RESIZE's lowering sizes its gathers and weights by the declared output
+        check_graph(graph)
     try:
         check_variable_blocks(graph)     # variables in control-flow blocks: Unsupported
         flow = build_dataflow(inline_control_flow(graph), config.bus_bytes, config)
@@ -118,8 +121,8 @@ def run_pipeline(graph: Graph, config: NpuConfig = DEFAULT_CONFIG, loops: bool =
         # reported as illegal; a legal one re-raises (a compiler bug stays visible).
         check_graph(graph)
         raise
-    if any(kind_of(layer).vector_unit for layer in flow.layers) or \
-            any(op.op in CONTROL_OPS for op in graph.main.operators):
+    if not checked and (any(kind_of(layer).vector_unit for layer in flow.layers) or
+                        any(op.op in CONTROL_OPS for op in graph.main.operators)):
         check_graph(graph)
     layers = pack_taps(flow, config).layers      # few-channel strided convs: taps into lanes
     layers = fuse_elementwise(flow).layers       # elementwise chains: one layer, no round trips

@@ -224,3 +224,23 @@ def test_int8_bilinear_resize_in_strips():
     # the per-column weights, equal in every strip, are stored once
     datas = [s.data for s in comp.program.segments]
     assert len(datas) == len(set(datas))
+
+
+@pytest.mark.parametrize("dtype,out", [("int16", "int48"), ("int8", "int32")])
+def test_resize_with_wrong_declared_output_rejected_before_lowering(dtype, out):
+    """The official generator's ResizeOutputShapeMismatch: 1x32x32x1 scaled 305/2257 x
+    1137/5409 gives 5 x 6 outputs but declares 1x2259x5415x1.  Lowering sized by the
+    declared shape built gigabytes of gathers and weights (a conformance worker died at 18 GB);
+    the compiler rejects it first, as the spec's ERROR_IF says, within a small memory budget."""
+    from compiler.driver import compile_graph
+    from npu.guarded_workers import memory_budget
+    from tosa_ir.errors import InvalidInput
+
+    rng = np.random.default_rng(0)
+    g = VecBuilder(rng)
+    x = g.input((1, 32, 32, 1), dtype)
+    shape_ops = [g.const(np.array(v), "shape") for v in ([305, 2257, 1137, 5409], [3473, 3578],
+                                                         [-3725, -4624])]
+    y = g.op("RESIZE", [x] + shape_ops, (1, 2259, 5415, 1), out, mode="BILINEAR")
+    with memory_budget(1 << 30), pytest.raises(InvalidInput, match="OH != idiv_check"):
+        compile_graph(g.graph([y]), DEFAULT_CONFIG)

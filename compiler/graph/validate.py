@@ -84,6 +84,20 @@ def check_reshapes(graph: Graph) -> None:
                                       f"{list(x.shape)} to {list(y.shape)}")
 
 
+# Operators whose lowering takes the declared output shape as its size: an illegal one
+# (the official generator's ResizeOutputShapeMismatch declares e.g. 1x2259x5415x1 for a
+# RESIZE whose parameters give another shape) would have the compiler build gathers and
+# weights for the declared size, gigabytes of them, before anything rejected it.  A graph
+# with one is dry-run before lowering.
+TRUSTS_DECLARED_SHAPE = ("RESIZE",)
+
+
+def trusts_declared_shapes(graph: Graph) -> bool:
+    """Whether any block holds an operator of :data:`TRUSTS_DECLARED_SHAPE`."""
+    return any(op.op in TRUSTS_DECLARED_SHAPE for region in graph.regions
+               for block in region.blocks for op in block.operators)
+
+
 def check_graph(graph: Graph) -> None:
     """Raise the first ERROR_IF the graph breaks (TosaError / InvalidInput), else return."""
     from sim.reference.interpreter import Interpreter
