@@ -125,9 +125,13 @@ def _bilinear(rng, n, hw, c, scale, offset, x_range=(None, None)):
     ((256, 111, 200, 97), (-100, 50)),
     ((32, 16, 32, 16), (0, 0)),
     ((16, 9, 17, 11), (7, -9)),              # 272: just past one byte
+    ((2048, 2048, 2048, 2048), (0, 0)),     # 2**22: three byte planes, the top one 64
+    ((1660, 1411, 1922, 788), (217, -1244)),  # three planes, weights up to 3,190,520
+    ((257, 100, 256, 255), (3, 0)),          # 65,792: just past two planes
 ])
 def test_int16_bilinear_resize_byte_planes_extremes(scale, offset):
-    """``scale_y_n * scale_x_n > 255``: weight byte planes combined in int48, full-scale inputs."""
+    """``scale_y_n * scale_x_n > 255``: weight byte planes (two, or three past 65,536)
+    combined in int48, full-scale inputs."""
     rng = np.random.default_rng(sum(scale))
     g, y, x = _bilinear(rng, 1, (3, 4), 3, scale, offset)
     inputs = g.inputs(rng)
@@ -147,7 +151,7 @@ def test_int16_bilinear_resize_byte_planes_random(seed):
     g, y, x = _bilinear(rng, 2, (int(rng.integers(2, 5)), int(rng.integers(2, 5))), int(rng.integers(1, 20)),
                         scale, offset)
     comp = run_and_compare(g.graph([y]), g.inputs(rng), DEFAULT_CONFIG)
-    assert any(getattr(layer, "hi_weights", None) is not None for layer in comp.flow.layers)
+    assert any(getattr(layer, "upper_planes", None) for layer in comp.flow.layers)
 
 
 def _fixed_ops(comp) -> int:
@@ -190,12 +194,14 @@ def _strips(comp, kind: str) -> int:
 @pytest.mark.parametrize("scale,offset", [
     ((4, 1, 3, 1), (0, 0)),          # 4 x 3 phases: strips bounded by the external memory share
     ((9, 1, 3, 2), (-3, 2)),         # 9 y phases: one phase's weight tiles fit WSRAM twice, not two
+    ((3, 2, 17, 5), (0, 1)),         # 17 x phases: one row's tiles do not fit, strips of columns too
 ])
 def test_int16_bilinear_resize_in_strips(scale, offset):
     """A RESIZE whose gathered neighbours (16 bytes per output element) or per-phase weight
-    tiles exceed the configuration is cut into strips of output rows, each its own gathers and
-    array layer writing its rows of the one output (a tiny external memory and WSRAM here;
-    at the default configuration, e.g. the conformance test 1x40x39x30 scale 9 x 16)."""
+    tiles exceed the configuration is cut into strips of output rows (and columns), each its
+    own gathers and array layer writing its part of the one output (a tiny WSRAM here; at
+    the default configuration, e.g. the conformance tests 1x40x39x30 scale 9 x 16 and
+    1x23x63x10 with 138 x phases)."""
     rng = np.random.default_rng(sum(scale))
     config = replace(SMALL_CONFIG, wsram_rows=256)
     g, y, x = _bilinear(rng, 2, (5, 7), 6, scale, offset)

@@ -144,8 +144,18 @@ def _combine(op, acc: int, ht: int, rows: int, obase: int, k0: int = 0) -> None:
     as int32 words in ASRAM: low words at ``obase``, sign-extended high words at ``obase + 4*ht``.
     ACC rows ``acc .. acc + 9*ht`` are used; ``k0``: the PSRAM row of ``SHIFTS``' first row.
     (Also the wide convolutions' byte planes: compiler/kinds/mxu_conv/lower.py.)"""
-    lo_l, lo_h, hi_l, hi_h = acc, acc + 1, acc + 2 * ht, acc + 2 * ht + 1
-    t1, t2, t3, t4, s = (acc + 4 * ht + k * ht for k in range(5))
+    low, high = combine_in_acc(op, acc, acc + 2 * ht, acc + 4 * ht, ht, rows, k0)
+    for src, dst in ((low, obase), (high, obase + 4 * ht)):
+        op("VALU", op=ValuOp.COPY, dtype=VecType.INT32, n0=rows, n1=1, a_mem=VecMem.ACC, a_addr=src, a_stride0=1,
+           d_mem=VecDst.ASRAM, d_addr=dst, d_stride0=4)
+
+
+def combine_in_acc(op, lo: int, hi: int, tmp: int, ht: int, rows: int, k0: int = 0) -> tuple[int, int]:
+    """``256 * H + Lo`` (mod 2**48) of the int48 row pairs Lo at ``lo`` and H at ``hi`` (ACC),
+    into ACC: returns the addresses of its low words and of its sign-extended high words
+    (``rows`` each, stride 1), within the five temporaries of ``ht`` rows at ``tmp``."""
+    lo_l, lo_h, hi_l, hi_h = lo, lo + 1, hi, hi + 1
+    t1, t2, t3, t4, s = (tmp + k * ht for k in range(5))
     k8, k24, k16, k31 = range(k0, k0 + 4)          # PSRAM rows (SHIFTS)
 
     def valu(o, d, a_addr, a_stride, b=None, imm0=0):
@@ -178,6 +188,4 @@ def _combine(op, acc: int, ht: int, rows: int, obase: int, k0: int = 0) -> None:
     valu(ValuOp.ADD, t3, t3, 1, accv(t2))
     valu(ValuOp.LOGICAL_LEFT_SHIFT, t3, t3, 1, k(k16))             # sign-extend bit 47 (bit 15 here)
     valu(ValuOp.ARITHMETIC_RIGHT_SHIFT, t3, t3, 1, k(k16))
-    for src, dst in ((s, obase), (t3, obase + 4 * ht)):
-        op("VALU", op=ValuOp.COPY, dtype=VecType.INT32, n0=rows, n1=1, a_mem=VecMem.ACC, a_addr=src, a_stride0=1,
-           d_mem=VecDst.ASRAM, d_addr=dst, d_stride0=4)
+    return s, t3

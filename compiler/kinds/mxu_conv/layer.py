@@ -76,10 +76,11 @@ class MxuConvLayer(SingleTensorLayer):
     # (types, zero points, rounding) and [multiplier, shift] per output channel.
     rescale: dict | None = None
     rescale_params: np.ndarray | None = None
-    # int48 only: a second weight plane ``H`` (same shape and zero point; bias must be 0);
-    # the output is then ``256 * (input . hi_weights) + input . weights`` (mod 2**48),
-    # combined in ACC like MATMUL's int16 byte split (compiler/kinds/matmul/lower.py).
-    hi_weights: np.ndarray | None = None
+    # int48 only: weight byte planes above ``weights`` (one or two; same shape and zero
+    # point; bias must be 0): the output is ``sum_k 256**k * (input . plane_k)`` (mod 2**48),
+    # plane 0 being ``weights``, combined in ACC like MATMUL's int16 byte split
+    # (compiler/kinds/matmul/lower.py).
+    upper_planes: list = field(default_factory=list)
 
     @property
     def macs(self) -> int:

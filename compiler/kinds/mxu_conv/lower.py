@@ -19,9 +19,11 @@ Per batch, output plane, phase pair (``ys`` x ``xs``) and output tile of ``tr x 
    apart) and DMA_STORE into the output pixels ``o0 + step * j`` (int48: element mode, the
    two words of each int64 interleaved by ``stride0 = 8``).
 
-With ``hi_weights`` (int16 BILINEAR RESIZE's weight byte planes) every tile has a second,
-high-byte tile whose MATMULs accumulate ``H`` next to ``Lo`` (9 ACC rows per pixel), and
-step 3 is MATMUL's ``256 * H + Lo`` (compiler/kinds/matmul/lower.py ``_combine``).
+With ``upper_planes`` (int16 BILINEAR RESIZE's weight byte planes) every tile has a
+second (and third) byte's tile whose MATMULs accumulate ``H`` (and ``T``) next to ``Lo``
+(9 or 11 ACC rows per pixel), and step 3 is MATMUL's ``256 * H + Lo``
+(compiler/kinds/matmul/lower.py ``_combine``), with three planes after ``H = 256 * T + H``
+in ACC.
 
 Weight tiles holding only the weight zero point (a depthwise convolution's off-diagonal
 blocks) get no MATMUL.  Layers whose straight line exceeds the instruction memory are
@@ -43,7 +45,7 @@ from tosa_ir.errors import Unsupported
 from compiler.core.ops import Op, new_op
 from compiler.core.plan import Plan
 from compiler.kinds.elementwise.lower import VEC_ROWS, tensor_array
-from compiler.kinds.matmul.lower import SHIFTS, _combine
+from compiler.kinds.matmul.lower import SHIFTS, _combine, combine_in_acc
 from compiler.program.memplan import ExtPlan
 from compiler.kinds.mxu_conv.layer import MxuConvLayer
 from compiler.core.ops import MAX_LEN
@@ -70,8 +72,8 @@ def _blocks(layer: MxuConvLayer, config: NpuConfig) -> tuple[int, int]:
 
 
 def _planes(layer: MxuConvLayer) -> list[np.ndarray]:
-    """The weight planes: ``weights``, then ``hi_weights`` (the high bytes) when set."""
-    return [layer.weights] + ([layer.hi_weights] if layer.hi_weights is not None else [])
+    """The weight planes: ``weights``, then the upper byte planes."""
+    return [layer.weights] + list(layer.upper_planes)
 
 
 def _full(layer: MxuConvLayer, config: NpuConfig, weights: np.ndarray) -> np.ndarray:
@@ -96,7 +98,7 @@ def live_tiles(layer: MxuConvLayer, config: NpuConfig, weights: np.ndarray | Non
 
 def mxu_conv_constants(layer: MxuConvLayer, config: NpuConfig) -> dict[str, bytes]:
     """Weight tiles ``[ob][plane][tap][cb]`` (R x COLS int8 each) and bias rows (int32 lanes;
-    with ``hi_weights`` then the byte combination's shift rows)."""
+    with byte planes then the byte combination's shift rows)."""
     R, C = config.array_rows, config.array_cols
     cblocks, oblocks = _blocks(layer, config)
     kd, kh, kw, ic, oc = layer.weights.shape
@@ -115,7 +117,7 @@ def mxu_conv_constants(layer: MxuConvLayer, config: NpuConfig) -> dict[str, byte
         params[:, :oc] = layer.rescale_params
         params = params.reshape(2, oblocks, C).transpose(1, 0, 2).reshape(2 * oblocks, C)
         rows = np.concatenate([rows.astype(np.int64), params])
-    if layer.hi_weights is not None:
+    if layer.upper_planes:
         rows = np.concatenate([rows.astype(np.int64), np.repeat(np.array(SHIFTS, np.int64)[:, None], C, 1)])
     w_name, b_name = _names(layer)
     if layer.int4:      # row-major R x COLS nibbles per tile, two per byte, low nibble first
@@ -150,12 +152,14 @@ def _emit(layer: MxuConvLayer, flow, ext: ExtPlan, config: NpuConfig, index: int
     cblocks, oblocks = _blocks(layer, config)
     kd, kh, kw = layer.weights.shape[:3]
     ntaps = kd * kh * kw
-    hi = layer.hi_weights is not None
-    if hi and (not layer.wide or layer.rescale or np.any(layer.bias) or layer.int4):
+    n_planes = 1 + len(layer.upper_planes)
+    hi = n_planes > 1
+    if n_planes > 3 or hi and (not layer.wide or layer.rescale or np.any(layer.bias) or layer.int4):
         raise Unsupported(f"{layer.where()}: weight byte planes need int48 output, int8 weights, no bias or RESCALE")
     lives = [live_tiles(layer, config, w) for w in _planes(layer)]
     P = 2 if layer.wide else 1
-    acc_per = 9 if hi else P                        # ACC rows per output pixel (_combine's Lo, H, temporaries)
+    # ACC rows per output pixel: one int48 pair per plane and _combine's five temporaries
+    acc_per = 2 * n_planes + 5 if hi else P
     t_rows = matmul.tile_rows(R, int(layer.int4))
     plane_rows = ntaps * cblocks * t_rows           # WSRAM rows of one output block's tiles of one plane
     group = len(lives) * plane_rows                 # WSRAM rows of one output block's tiles
@@ -259,9 +263,9 @@ def _emit(layer: MxuConvLayer, flow, ext: ExtPlan, config: NpuConfig, index: int
                     op("VALU", op=ValuOp.COPY, dtype=VecType.INT32, n0=rr * cc, n1=P, a_mem=VecMem.PSRAM,
                        a_addr=P * ob, a_stride0=0, a_stride1=1, d_mem=VecDst.ACC, d_addr=acc, d_stride0=P,
                        d_stride1=1)
-                    if hi:      # H starts at 0 too (the bias is 0)
+                    for k in range(1, n_planes):      # H (and T) start at 0 too (the bias is 0)
                         op("VALU", op=ValuOp.COPY, dtype=VecType.INT32, n0=rr * cc, n1=P, a_mem=VecMem.PSRAM,
-                           a_addr=P * ob, a_stride0=0, a_stride1=1, d_mem=VecDst.ACC, d_addr=acc + 2 * tr * tc,
+                           a_addr=P * ob, a_stride0=0, a_stride1=1, d_mem=VecDst.ACC, d_addr=acc + 2 * k * tr * tc,
                            d_stride0=P, d_stride1=1)
                     mm_start = len(ops)
                     for (pi, (kz, _)), (ky, yoff), (kx, xoff), cb in itertools.product(
@@ -291,6 +295,12 @@ def _emit(layer: MxuConvLayer, flow, ext: ExtPlan, config: NpuConfig, index: int
                         op("DMA_STORE", sram=Sram.ASRAM, sram_addr=o_base, ext_addr=dst, len0=o_vec, **lines)
                         tile_marks.append((start, mm_start, mm_end, len(ops)))
                         continue
+                    if n_planes == 3:       # H = 256 * T + H, back into H's int48 pairs
+                        t = tr * tc
+                        words = combine_in_acc(op, acc + 2 * t, acc + 4 * t, acc + 6 * t, t, rr * cc, k0)
+                        for w, word_rows in enumerate(words):
+                            op("VALU", op=ValuOp.COPY, dtype=VecType.INT32, n0=rr * cc, n1=1, a_mem=VecMem.ACC,
+                               a_addr=word_rows, a_stride0=1, d_mem=VecDst.ACC, d_addr=acc + 2 * t + w, d_stride0=2)
                     if hi:      # 256 * H + Lo: low words at o_base, high words at o_base + 4*tr*tc
                         _combine(op, acc, tr * tc, rr * cc, o_base, k0)
                     else:
