@@ -107,3 +107,20 @@ def test_board_top_constrains_the_pll_clock(board, pll):
     assert instance.ports["CLKOP" if board == "ulx3s" else "PLLOUTGLOBAL"][0].name == "pll_clk"
     del m, top, instance, platform
     gc.collect()            # the half-elaborated design is dropped here, where its warnings are ignored
+
+
+def test_report_lines_name_the_critical_path(tmp_path):
+    """The summary prints the post-route Fmax against the target and the worst path, as
+    hw/synth/report.py reads them from nextpnr's report JSON."""
+    from hw.synth.report import summarize_pnr
+
+    pnr = {"fmax": {"$glbnet$clk": {"achieved": 21.5, "constraint": 20.0}},
+           "critical_paths": [{"path": [
+               {"type": "clk-to-q", "from": {"cell": "npu.vpu.x1"}, "to": {"cell": "a"}, "delay": 0.5},
+               {"type": "logic", "from": {"cell": "a"}, "to": {"cell": "b"}, "delay": 20.0},
+               {"type": "routing", "from": {"cell": "b"}, "to": {"cell": "npu.asram.w"}, "delay": 25.0}]}]}
+    report = BuildReport("ulx3s", "npu", "small", tmp_path, 25.0, fmax_mhz=21.5,
+                         critical_paths=summarize_pnr(pnr, 25.0)["critical_paths"])
+    lines = report.lines()
+    assert "  Fmax  21.50 MHz post-route, target 25.00 MHz: MISSES timing" in lines
+    assert "  critical path 45.50 ns, 1 logic levels: npu.vpu.x1 -> npu.asram.w" in lines

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from isa.config import NAMED_CONFIGS, NpuConfig
+from hw.synth.report import summarize_pnr
 from hw.board.top import IcebreakerTop, Ulx3sTop, board_config, uart_divisor
 
 __all__ = ["BOARDS", "BoardSpec", "BuildError", "BuildReport", "build_board", "tool_env"]
@@ -83,6 +84,7 @@ class BuildReport:
     summary: dict = field(default_factory=dict)         # LUT/FF/DSP/BRAM -> (used, available)
     bitstream: Path | None = None
     seconds: float = 0.0
+    critical_paths: list = field(default_factory=list)  # hw/synth/report.py summarize_pnr's
 
     def lines(self) -> list[str]:
         out = [f"{self.board} {self.design} ({self.config}): {self.seconds:.0f} s, {self.directory}"]
@@ -92,6 +94,9 @@ class BuildReport:
         if self.fmax_mhz is not None:
             verdict = "meets" if self.fmax_mhz >= self.target_mhz else "MISSES"
             out.append(f"  Fmax  {self.fmax_mhz:.2f} MHz post-route, target {self.target_mhz:.2f} MHz: {verdict} timing")
+        for cp in self.critical_paths:
+            out.append(f"  critical path {cp['delay_ns']:.2f} ns, {cp['logic_levels']} logic levels: "
+                       f"{cp['from']} -> {cp['to']}")
         out.append(f"  bitstream {self.bitstream}" if self.bitstream else "  no bitstream")
         return out
 
@@ -157,6 +162,7 @@ def build_board(board: str, config_name: str | None = None, design: str = "npu",
         report.utilisation = {k: (v["used"], v["available"]) for k, v in data.get("utilization", {}).items()}
         fmax = [v["achieved"] for v in data.get("fmax", {}).values()]
         report.fmax_mhz = min(fmax) if fmax else None
+        report.critical_paths = summarize_pnr(data, target)["critical_paths"]
     else:
         report.utilisation = _log_utilisation(text)
     report.summary = _summary(spec, report.utilisation, yosys_log)
