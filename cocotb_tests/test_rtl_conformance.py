@@ -53,3 +53,16 @@ def test_conformance_sample_on_the_rtl(default_rtl):
     results = conformance.run_tests(tests, "rtl", config=DEFAULT_CONFIG, progress=False)
     bad = [f"{r.name}: {r.verdict}: {r.reason}" for r in results if r.verdict != conformance.PASSED]
     assert not bad, "\n".join(bad)
+
+
+FIXTURES = Path(__file__).resolve().parent.parent / "tests" / "fixtures" / "conformance" / "positive"
+
+
+def test_full_listing_fixtures_on_the_rtl(default_rtl):
+    """Positive tests kept from the full listing (tests/fixtures/conformance/positive/): an
+    int16 BILINEAR RESIZE on three weight byte planes, in strips of columns."""
+    tests = [(p.parent.name, p.parent) for p in sorted(FIXTURES.glob("*/desc.json"))]
+    assert tests
+    results = conformance.run_tests(tests, "rtl", config=DEFAULT_CONFIG, progress=False)
+    bad = [f"{r.name}: {r.verdict}: {r.reason}" for r in results if r.verdict != conformance.PASSED]
+    assert not bad, "\n".join(bad)

@@ -54,3 +54,17 @@ def test_large_illegal_graph_rejected(name):
     graph = read_tosa(FIXTURES / "graphs" / name / "test.tosa")
     with pytest.raises(InvalidInput):
         check_graph(graph)
+
+
+POSITIVE = sorted(p.parent.name for p in (FIXTURES / "positive").glob("*/desc.json"))
+
+
+@pytest.mark.parametrize("name", POSITIVE)
+def test_positive_fixture_on_isa(name):
+    """Positive tests of the full listing that the NPU refused before (the official reference
+    model's recorded output is the oracle): an int16 BILINEAR RESIZE with scale numerators
+    1660 and 1922, weights up to 3,190,520, which needs three weight byte planes and strips
+    of columns (compiler/kinds/mxu_conv/resize_wide.py); it was unsupported.  The RTL runs it
+    too (cocotb_tests/test_rtl_conformance.py)."""
+    result = conformance.run_test(name, FIXTURES / "positive" / name, "isa", config=DEFAULT_CONFIG)
+    assert result.verdict == conformance.PASSED, result.reason
