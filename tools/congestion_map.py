@@ -1,0 +1,152 @@
+"""Where a placed design's routing demand sits, by NPU unit: a RUDY estimate from nextpnr's JSON.
+
+When nextpnr's routers stall (docs/fpga.md: the 4x4 NPU on the ECP5-85F, half the device's LUTs,
+yet neither router converges), its log says how many wires are overused but not where, nor
+whose.  This reads a *placed* design, written by nextpnr's ``--write`` (``--no-route --write
+placed.json`` stops after placement, about ten minutes for the 4x4 NPU), and estimates the
+routing demand per tile with RUDY (rectangular uniform wire density: each net spreads
+``(w + h) / (w * h)`` over its pins' bounding box of ``w x h`` tiles; Spindler and Johannes,
+DATE 2007), then says which units' nets make up the demand in the hottest tiles.
+
+Units are named from the cells' hierarchical names as Yosys flattens them (``core.npu.vpu...``
+-> ``vpu``; a cell is named after the net it drives, so the unit is the driver's).  Nets with
+more than ``--max-pins`` pins (the constant drivers, clocks) are left out: the router routes
+them on dedicated resources or they would swamp the map.
+
+    python tools/congestion_map.py placed.json [--top 10] [--json report.json]
+
+Exit status 2 for a file that is not a placed nextpnr JSON (one line says why).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import sys
+from collections import Counter, defaultdict
+from pathlib import Path
+
+import numpy as np
+
+__all__ = ["congestion", "unit_of"]
+
+BEL = re.compile(r"X(\d+)/Y(\d+)/")
+PREFIXES = ("core.npu.", "core.")      # the board top's hierarchy (hw/board/core.py)
+
+
+def unit_of(name: str) -> str:
+    """The unit a flattened cell or net name belongs to: its first hierarchy level below the
+    NPU (``core.npu.seq.f_valid`` -> ``seq``), or below the board core."""
+    name = name.lstrip("\\")
+    for prefix in PREFIXES:
+        if name.startswith(prefix):
+            name = name[len(prefix):]
+            break
+    return re.split(r"[.$]|__", name)[0] or "(top)"
+
+
+def congestion(design: dict, hot_share: float = 0.01, max_pins: int = 5000) -> dict:
+    """RUDY map of a placed Yosys/nextpnr JSON ``design``: summary figures, each unit's share
+    of the demand in the hottest ``hot_share`` of the used tiles and of the whole chip, the
+    cells per unit there, and each unit's placement spread."""
+    try:
+        top = next(m for m in design["modules"].values() if m.get("cells"))
+    except (KeyError, StopIteration, AttributeError):
+        raise ValueError("no module with cells: not a Yosys/nextpnr JSON netlist") from None
+    pos: dict[str, tuple[int, int]] = {}
+    pins: dict[int, list[str]] = defaultdict(list)
+    for name, cell in top["cells"].items():
+        m = BEL.match(str(cell.get("attributes", {}).get("NEXTPNR_BEL", "")))
+        if not m:
+            continue
+        pos[name] = (int(m[1]), int(m[2]))
+        for bits in cell.get("connections", {}).values():
+            for bit in bits:
+                if isinstance(bit, int):
+                    pins[bit].append(name)
+    if not pos:
+        raise ValueError("no cell has a NEXTPNR_BEL attribute: the design is not placed "
+                         "(write it with nextpnr's --write after placement)")
+    net_name: dict[int, str] = {}
+    for name, net in top.get("netnames", {}).items():
+        for bit in net.get("bits", []):
+            if isinstance(bit, int) and (bit not in net_name or len(name) < len(net_name[bit])):
+                net_name[bit] = name
+    width = max(p[0] for p in pos.values()) + 1
+    height = max(p[1] for p in pos.values()) + 1
+    total = np.zeros((width, height))
+    by_unit: dict[str, np.ndarray] = defaultdict(lambda: np.zeros((width, height)))
+    fanout = []
+    for bit, cells in pins.items():
+        points = [pos[c] for c in cells if c in pos]
+        if len(points) < 2 or len(points) > max_pins:
+            continue
+        xs, ys = zip(*points)
+        x0, x1, y0, y1 = min(xs), max(xs), min(ys), max(ys)
+        w, h = x1 - x0 + 1, y1 - y0 + 1
+        density = (w + h) / (w * h)
+        total[x0:x1 + 1, y0:y1 + 1] += density
+        name = net_name.get(bit, cells[0])
+        by_unit[unit_of(name)][x0:x1 + 1, y0:y1 + 1] += density
+        fanout.append((len(points), name))
+    used = total[total > 0]
+    threshold = float(np.quantile(used, 1.0 - hot_share))
+    hot = total >= threshold
+    hot_demand = sum(float(d[hot].sum()) for d in by_unit.values()) or 1.0
+    chip_demand = float(total.sum()) or 1.0
+    hot_tiles = {(int(x), int(y)) for x, y in np.argwhere(hot)}
+    cells_hot = Counter(unit_of(n) for n, p in pos.items() if p in hot_tiles)
+    spread = defaultdict(list)
+    for name, p in pos.items():
+        spread[unit_of(name)].append(p)
+    units = {}
+    for unit, demand in by_unit.items():
+        at = np.array(spread.get(unit, [(0, 0)]))
+        units[unit] = {"hot_share": float(demand[hot].sum()) / hot_demand,
+                       "chip_share": float(demand.sum()) / chip_demand,
+                       "cells": len(spread.get(unit, [])), "cells_in_hot_tiles": cells_hot.get(unit, 0),
+                       "median_xy": [int(np.median(at[:, 0])), int(np.median(at[:, 1]))]}
+    fanout.sort(reverse=True)
+    return {"grid": [width, height], "rudy_max": float(total.max()), "rudy_mean": float(used.mean()),
+            "hot_threshold": threshold, "hot_tiles": len(hot_tiles), "units": units,
+            "largest_fanout": [{"pins": n, "net": name} for n, name in fanout[:5]]}
+
+
+def format_report(report: dict, top: int = 10) -> str:
+    w, h = report["grid"]
+    lines = [f"grid {w} x {h} tiles; RUDY max {report['rudy_max']:.1f}, mean over used tiles "
+             f"{report['rudy_mean']:.1f}; hottest tiles (>= {report['hot_threshold']:.1f}): {report['hot_tiles']}",
+             f"{'unit':<12} {'hot share':>9} {'chip share':>10} {'cells':>7} {'in hot':>7} {'median x,y':>11}"]
+    ranked = sorted(report["units"].items(), key=lambda kv: -kv[1]["hot_share"])[:top]
+    for unit, u in ranked:
+        lines.append(f"{unit:<12} {100 * u['hot_share']:8.1f}% {100 * u['chip_share']:9.1f}% {u['cells']:7,} "
+                     f"{u['cells_in_hot_tiles']:7,} {u['median_xy'][0]:>5},{u['median_xy'][1]:<5}")
+    lines.append("largest fanout: " + "; ".join(f"{f['net']} ({f['pins']} pins)" for f in report["largest_fanout"]))
+    return "\n".join(lines)
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(prog="congestion_map", description=__doc__.split("\n")[0])
+    p.add_argument("placed", type=Path, help="placed nextpnr JSON (--write)")
+    p.add_argument("--top", type=int, default=10, help="units to list (default 10)")
+    p.add_argument("--hot", type=float, default=0.01, help="share of used tiles called hottest (default 0.01)")
+    p.add_argument("--max-pins", type=int, default=5000, help="leave out nets with more pins (default 5000)")
+    p.add_argument("--json", type=Path, help="also write the report as JSON")
+    a = p.parse_args(argv)
+    if not 0 < a.hot < 1:
+        print(f"error: --hot {a.hot}: must be between 0 and 1", file=sys.stderr)
+        return 2
+    try:
+        design = json.loads(a.placed.read_text())
+        report = congestion(design, a.hot, a.max_pins)
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError, ValueError) as e:
+        print(f"error: {a.placed}: {str(e).splitlines()[0] if str(e) else type(e).__name__}", file=sys.stderr)
+        return 2
+    print(format_report(report, a.top))
+    if a.json:
+        a.json.write_text(json.dumps(report, indent=1) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
