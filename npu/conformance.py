@@ -251,6 +251,8 @@ def run_test(name: str, folder: Path, backend: str, config=None) -> TestResult:
             raise _BadTest(f"missing graph file {desc['tosa_file']}")
     except _BadTest as e:
         return result(FAILED, f"bad test: {e}")
+    except MemoryError:        # its inputs alone exceed the test's memory budget
+        return result(FAILED, "crash: out of memory reading the test's files (--memory-limit)")
 
     from tosa_ir.tosa_fb import read_tosa
 

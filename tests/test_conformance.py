@@ -352,3 +352,13 @@ def test_killed_worker_fails_only_its_test(small_corpus, monkeypatch):
 def test_bad_memory_limit_exit_2(small_corpus, capsys):
     code, _, err = _cli(capsys, small_corpus, "--memory-limit", "-1")
     assert code == 2 and "--memory-limit" in err
+
+
+def test_inputs_past_the_memory_budget_fail_alone(small_corpus, tmp_path, capsys):
+    """An input file larger than the test's budget is that test's failure, not a traceback."""
+    big = _copy_test(small_corpus, tmp_path, r"^add_\d")
+    desc = json.loads((big / "desc.json").read_text())
+    np.lib.format.open_memmap(big / desc["ifm_file"][0], mode="w+", dtype=np.int32, shape=(1 << 28,))   # 1 GiB: under the reader's own 2 GiB cap
+    code, out, err = _cli(capsys, big, "--memory-limit", "0.5", "-v")
+    assert code == 1 and "Traceback" not in out + err
+    assert "out of memory reading the test's files" in out
