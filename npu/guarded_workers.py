@@ -4,12 +4,11 @@
 bound must become *that test's* failure, in one line, never the kernel's out-of-memory killer
 picking a process, and never a ``BrokenProcessPool`` traceback for the whole run.  Two guards:
 
-* **A memory budget per task.**  Each task runs with the address-space limit (``RLIMIT_AS``)
-  set to the process's size when the task starts plus ``budget`` bytes, so an allocation
-  past it raises ``MemoryError`` inside the task, which the task's own error handling reports.
-  Address space, not resident memory, is what the kernel can cap per process; the budget is
-  generous for that reason.  Where the platform has no ``RLIMIT_AS`` the budget is not
-  enforced (the second guard still holds).
+* **A memory budget per task.**  Each task runs under tosa_ir/address_space.py's cap: the
+  process's size when the task starts plus ``budget`` bytes, so an allocation past it raises
+  ``MemoryError`` inside the task, which the task's own error handling reports.  The cap is
+  on address space, not resident memory, so the budget is generous; where the platform has
+  no ``RLIMIT_AS`` it is not enforced (the second guard still holds).
 * **A dead worker is one task's verdict.**  With ``jobs > 1`` at most ``jobs`` tasks are in
   flight, so when a worker process dies (a signal, a C-level abort) the suspects are known:
   each is re-run alone in a fresh process, and the one that dies alone is reported as
@@ -27,11 +26,12 @@ import signal
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
-from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["WorkerDied", "default_budget", "map_guarded", "memory_budget"]
+from tosa_ir.address_space import address_space_cap
+
+__all__ = ["WorkerDied", "default_budget", "map_guarded"]
 
 GIB = 1 << 30
 
@@ -67,43 +67,8 @@ def default_budget(jobs: int) -> int:
     return max(GIB, int(total * 0.8) // max(1, jobs))
 
 
-def _vm_size() -> int:
-    """This process's address space in bytes (Linux /proc; 0 elsewhere)."""
-    try:
-        with open("/proc/self/statm") as f:
-            return int(f.read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
-    except (OSError, ValueError, IndexError):
-        return 0
-
-
-@contextmanager
-def memory_budget(budget: int):
-    """Limit this process's address space to its current size plus ``budget`` bytes (0: no
-    limit) for the duration of the block; the previous soft limit is restored after."""
-    try:
-        import resource
-    except ImportError:             # no RLIMIT_AS here: run unguarded
-        yield
-        return
-    soft, hard = resource.getrlimit(resource.RLIMIT_AS)
-    limit = _vm_size() + budget
-    applied = False
-    if budget > 0 and (hard == resource.RLIM_INFINITY or limit < hard) \
-            and (soft == resource.RLIM_INFINITY or limit < soft):
-        try:
-            resource.setrlimit(resource.RLIMIT_AS, (limit, hard))
-            applied = True
-        except (ValueError, OSError):
-            pass
-    try:
-        yield
-    finally:
-        if applied:
-            resource.setrlimit(resource.RLIMIT_AS, (soft, hard))
-
-
 def _call(fn: Callable, item: Any, budget: int) -> Any:
-    with memory_budget(budget):
+    with address_space_cap(budget):
         return fn(item)
 
 

@@ -239,7 +239,7 @@ def test_resize_with_wrong_declared_output_rejected_before_lowering(dtype, out):
     declared shape built gigabytes of gathers and weights (a conformance worker died at 18 GB);
     the compiler rejects it first, as the spec's ERROR_IF says, within a small memory budget."""
     from compiler.driver import compile_graph
-    from npu.guarded_workers import memory_budget
+    from tosa_ir.address_space import address_space_cap
     from tosa_ir.errors import InvalidInput
 
     rng = np.random.default_rng(0)
@@ -248,5 +248,5 @@ def test_resize_with_wrong_declared_output_rejected_before_lowering(dtype, out):
     shape_ops = [g.const(np.array(v), "shape") for v in ([305, 2257, 1137, 5409], [3473, 3578],
                                                          [-3725, -4624])]
     y = g.op("RESIZE", [x] + shape_ops, (1, 2259, 5415, 1), out, mode="BILINEAR")
-    with memory_budget(1 << 30), pytest.raises(InvalidInput, match="OH != idiv_check"):
+    with address_space_cap(1 << 30), pytest.raises(InvalidInput, match="OH != idiv_check"):
         compile_graph(g.graph([y]), DEFAULT_CONFIG)

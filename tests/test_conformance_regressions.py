@@ -17,7 +17,7 @@ import pytest
 from compiler.graph.validate import check_graph
 from isa.config import DEFAULT_CONFIG
 from npu import conformance
-from npu.guarded_workers import memory_budget
+from tosa_ir.address_space import address_space_cap
 from tosa_ir.errors import InvalidInput
 from tosa_ir.tosa_fb import read_tosa
 
@@ -38,7 +38,7 @@ def test_fixture_folder(name, backend):
     A RESIZE declaring a 1x2259x5415x1 output for a 5x6 result (int16 weights past 65,536):
     isa lowered it at the declared size until a worker died at 18 GB (the compiler now dry-runs
     graphs with RESIZE first); run within a 1 GiB memory budget here."""
-    with memory_budget(1 << 30):
+    with address_space_cap(1 << 30):
         result = conformance.run_test(name, FIXTURES / name, backend, config=DEFAULT_CONFIG)
     assert result.verdict == conformance.PASSED, result.reason
     assert result.reason.startswith("rejected: ")

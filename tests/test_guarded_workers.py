@@ -7,7 +7,8 @@ import signal
 import numpy as np
 import pytest
 
-from npu.guarded_workers import WorkerDied, default_budget, map_guarded, memory_budget
+from npu.guarded_workers import WorkerDied, default_budget, map_guarded
+from tosa_ir.address_space import address_space_cap
 
 GIB = 1 << 30
 
@@ -48,7 +49,7 @@ def test_budget_turns_a_blow_up_into_memory_error(jobs):
 
 
 def test_budget_is_lifted_after_the_block():
-    with memory_budget(GIB // 2):
+    with address_space_cap(GIB // 2):
         with pytest.raises(MemoryError):
             np.empty(3 * GIB, dtype=np.uint8)
     np.empty(3 * GIB, dtype=np.uint8)       # address space only: nothing is touched

@@ -24,6 +24,7 @@ import nnef
 
 from compiler.frontends.nnef.container import Container
 from compiler.frontends.nnef.dat import DatTensor, read_dat
+from tosa_ir.address_space import address_space_cap
 from tosa_ir.errors import InvalidInput, Unsupported
 
 # Standard operations the converter maps as a whole (not through their stdlib body).
@@ -185,36 +186,17 @@ PARSE_MEMORY = 2 << 30      # bytes of address space added to the child's at for
 
 def _child(conn, args) -> None:
     faulthandler.disable()     # a parser crash is reported by the parent, in one line
-    try:
-        import resource
-
-        soft, hard = resource.getrlimit(resource.RLIMIT_AS)
-        limit = _vm_size() + PARSE_MEMORY
-        if hard == resource.RLIM_INFINITY or limit < hard:
-            resource.setrlimit(resource.RLIMIT_AS, (limit, hard))
-    except (ImportError, ValueError, OSError):
-        pass
-    try:
-        conn.send(("ok", _parse_document(*args)))
-    except _Failure as err:
-        conn.send((err.kind, str(err)))
-    except MemoryError:
-        conn.send(("memory", ""))
-    except Exception as err:                      # any parser problem is the file's fault
-        conn.send(("invalid", f"{args[2]}: cannot parse: {type(err).__name__}: {err}"))
-    finally:
-        conn.close()
-
-
-def _vm_size() -> int:
-    """This process's address space in bytes (Linux), 0 elsewhere."""
-    try:
-        with open("/proc/self/statm") as f:
-            import os
-
-            return int(f.read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
-    except (OSError, ValueError, IndexError):
-        return 0
+    with address_space_cap(PARSE_MEMORY):
+        try:
+            conn.send(("ok", _parse_document(*args)))
+        except _Failure as err:
+            conn.send((err.kind, str(err)))
+        except MemoryError:
+            conn.send(("memory", ""))
+        except Exception as err:                      # any parser problem is the file's fault
+            conn.send(("invalid", f"{args[2]}: cannot parse: {type(err).__name__}: {err}"))
+        finally:
+            conn.close()
 
 
 def _run_parser(container: Container) -> PlainGraph:
