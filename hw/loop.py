@@ -14,9 +14,10 @@ going back from the last instruction of a body to its first costs no cycle:
   starts at the next fetch; with count == 0 the fetch skips the body instead: ``q`` becomes
   one past its last instruction, with the enclosing levels handled as above in the same
   cycle.
-* ``offsets`` (per space: the sum over the active levels of iteration * increment) are
-  registers updated with the stack: a loop-back adds the level's increments; when levels
-  end, the offsets return to what they were when the outermost of them started.  An
+* ``offsets`` (per space: the sum over the active levels of iteration * increment) are the
+  current offsets of the innermost active level (0 with none): each level keeps the offsets
+  of its own iteration, which include its enclosing levels', so a loop-back adds the level's
+  increments to its own register and levels that end take their offsets with them.  An
   instruction is in the fetch stage the cycle after its fetch, before the next fetch
   changes the stack, so ``offsets`` are exactly its own there.
 
@@ -88,16 +89,20 @@ class LoopStack(wiring.Component):
     ``outer_start`` onwards while a loop is active, else ``next_pc`` onwards).
 
     Per level, registers hold the level's state (active, end and first instruction of the
-    body, iterations left and whether any are, increments), the offsets when the loop
-    started (``base``) and the offsets of its next iteration (``next``, ``base + inc`` on
-    push, ``+ inc`` at each loop-back).  The offsets are registers too: a loop-back at level
-    b makes them b's ``next``; when levels end and none goes back, they return to the
-    ``base`` of the outermost one that ends.  Both are one-hot AND-OR selections of
-    registers, so the late decision (which level goes back or ends, from the LOOP in the
-    fetch stage through ``skip``) feeds no adder and no memory read: before, the offsets
-    added the increment after a read of a frame memory addressed by that decision (the
-    sequencer's worst path, 21.0 ns routed on the ECP5 small configuration).  (Little logic
-    outside the update branches keeps the model fast in Verilator.)
+    body, iterations left and whether any are, increments) and the offsets of its current
+    iteration (``cur``: the offsets in force when it was pushed, then ``+ inc`` at each
+    loop-back).  The offsets are the innermost active level's ``cur``: an AND-OR of
+    registers on the one-hot innermost level, settled long before IMEM's read data they are
+    added to.  When levels end, the offsets are the enclosing level's again without being
+    restored: its iteration cannot change while an inner level is active, since its
+    loop-back ends the inner level.  A loop-back at level b writes ``cur[b] + inc[b]``, a
+    sum of registers formed in parallel with the late decision (which level goes back or
+    ends, from the LOOP in the fetch stage through ``skip``), which only selects: it feeds
+    no adder and no memory read.  (Before: the offsets added the increment after a read of
+    a frame memory addressed by that decision, the sequencer's worst path, 21.0 ns routed
+    on the ECP5 small configuration; then, offset registers restored from a per-level copy
+    of the offsets at push: 380 flip-flops per level and 190 more where 190 per level do.)
+    Little logic outside the update branches keeps the model fast in Verilator.
     """
 
     def __init__(self, config: NpuConfig, pc_bits: int):
@@ -141,16 +146,15 @@ class LoopStack(wiring.Component):
         more = [Signal(name=f"lv{d}_more") for d in range(depth)]                # left != 0
         start = [Signal(pcw, name=f"lv{d}_start") for d in range(depth)]         # first of the body
         total = {s: Signal(signed(offset_bits(s)), name=f"offset_{key[s]}") for s in Space}
-        # Per level and space: the increment, the offsets when the level was pushed (``base``:
-        # what the offsets return to when it ends) and the offsets its next loop-back gives
-        # (``nxt``, kept one iteration ahead), so that the update in a fetch cycle only selects.
+        # Per level and space: the increment and the offsets of the level's current iteration
+        # (``cur``); ``nxt``, the offsets its next loop-back gives, is a sum of registers, so
+        # that the update in a fetch cycle only selects.
         inc = [{s: Signal(self._loop_fields[incs[s]].shape, name=f"lv{d}_inc_{key[s]}") for s in Space}
                for d in range(depth)]
-        base = [{s: Signal(signed(offset_bits(s)), name=f"lv{d}_base_{key[s]}") for s in Space}
-                for d in range(depth)]
-        nxt = [{s: Signal(signed(offset_bits(s)), name=f"lv{d}_next_{key[s]}") for s in Space}
+        cur = [{s: Signal(signed(offset_bits(s)), name=f"lv{d}_cur_{key[s]}") for s in Space}
                for d in range(depth)]
-        m.d.comb += [self.offsets[key[s]].eq(total[s]) for s in Space]
+        nxt = [{s: named(m, cur[d][s] + inc[d][s], f"lv{d}_next_{key[s]}", signed(offset_bits(s)))
+                for s in Space} for d in range(depth)]
 
         innermost_end = end[0]
         for d in range(1, depth):
@@ -161,6 +165,13 @@ class LoopStack(wiring.Component):
         # taken, rather than the end selected first and compared after (this feeds ``enter``
         # and so the fetch address in the same cycle).
         innermost = [valid[d] & ~Cat(*valid[d + 1:]).any() if d + 1 < depth else valid[d] for d in range(depth)]
+        # The offsets are the innermost active level's (0 with none): an AND-OR of registers,
+        # settled long before IMEM's read data they are added to (hw/checker.py).
+        for s in Space:
+            sel = 0
+            for d in range(depth):
+                sel = sel | Mux(innermost[d], cur[d][s], 0)
+            m.d.comb += [total[s].eq(sel), self.offsets[key[s]].eq(total[s])]
         m.d.comb += self.past_end.eq(Cat(innermost[d] & (self.body_end > end[d]) for d in range(depth)).any())
 
         outer_start = Signal(pcw)
@@ -180,7 +191,6 @@ class LoopStack(wiring.Component):
         # every level at its end when none can go back.
         back_sel = named(m, Cat(back[d] & ((back >> (d + 1)) == 0) for d in range(depth)), "back_sel")  # one-hot
         pop = named(m, Cat(at_end[d] & ((back >> d) == 0) for d in range(depth)), "pop")
-        pop_first = named(m, Cat(pop[d] & ((pop & ((1 << d) - 1)) == 0) for d in range(depth)), "pop_first")
         # The first instruction of the level that goes back: registers and an AND-OR on
         # the one-hot choice (not the encoder and a memory read in series).
         back_start = 0
@@ -201,19 +211,9 @@ class LoopStack(wiring.Component):
                 for d in range(depth):
                     with m.If(back_sel[d]):
                         m.d.sync += [left[d].eq(left[d] - 1), more[d].eq(left[d] != 1)]
-                        m.d.sync += [nxt[d][s].eq(nxt[d][s] + inc[d][s]) for s in Space]
+                        m.d.sync += [cur[d][s].eq(nxt[d][s]) for s in Space]
                     with m.Elif(pop[d]):
                         m.d.sync += valid[d].eq(0)
-                # Going back at level b: the offsets of b's next iteration (levels inside b
-                # end, and their offsets with them); else the outermost level that ends
-                # restores the offsets from before it started.  AND-OR on one-hot choices.
-                for s in Space:
-                    gone_back = 0
-                    restored = 0
-                    for d in range(depth):
-                        gone_back = gone_back | Mux(back_sel[d], nxt[d][s], 0)
-                        restored = restored | Mux(pop_first[d], base[d][s], 0)
-                    m.d.sync += total[s].eq(Mux(back.any(), gone_back, restored))
             with m.If(self.enter & (self.loop.count != 0)):
                 # A legal LOOP is never the last instruction of an active body: nothing ends now.
                 for d in range(depth):
@@ -221,12 +221,10 @@ class LoopStack(wiring.Component):
                         m.d.sync += [valid[d].eq(1), end[d].eq(self.body_end), start[d].eq(self.loop_pc + 1),
                                      left[d].eq(self.loop.count - 1), more[d].eq(self.loop.count != 1)]
                         for s in Space:
-                            m.d.sync += [inc[d][s].eq(self.loop[incs[s]]), base[d][s].eq(total[s]),
-                                         nxt[d][s].eq(total[s] + self.loop[incs[s]])]
+                            m.d.sync += [inc[d][s].eq(self.loop[incs[s]]), cur[d][s].eq(total[s])]
                 with m.If(~valid[0]):
                     m.d.sync += outer_start.eq(self.loop_pc + 1)
         with m.If(self.restart):
             m.d.sync += seq_pc.eq(self.restart_pc)
             m.d.sync += [v.eq(0) for v in valid]
-            m.d.sync += [t.eq(0) for t in total.values()]
         return m
