@@ -99,6 +99,35 @@ def test_listing_does_not_depend_on_earlier_listings(tmp_path):
     listings = []
     for k in range(2):
         ttg, args = tool._make_generator(options, tmp_path / str(k), 7)
-        tests, _ = tool.select_tests(ttg, args, options, 7)
+        tests, _, _ = tool.select_tests(ttg, args, options, 7)
         listings.append(sorted(map(str, tests)))
     assert listings[0] and listings[0] == listings[1]
+
+
+def test_listing_repeats_are_generated_once_and_counted(tmp_path):
+    """The generator lists some ERROR_IF tests twice under one name (random bad parameters
+    drawn twice): the corpus has each name once and reports the repeats, which is why the
+    listing's counts exceed the tests written (PAD at seed 7: 48 repeats)."""
+    from generator.tosa_test_select import TosaTestSelect
+    from generator.tosa_verif_build_tests import dtype_str_type
+
+    tool = load_tool("make_conformance_corpus")
+    options = tool.CorpusOptions(ops="^pad$", full=True)
+    ttg, args = tool._make_generator(options, tmp_path / "a", 7)
+    tests, _, duplicates = tool.select_tests(ttg, args, options, 7)
+    # The listing read directly from the generator, every entry kept.
+    ttg, args = tool._make_generator(options, tmp_path / "b", 7)
+    dtypes = [dtype_str_type(d) for d in sorted(tool.official_dtypes(options)["pad"])]
+    listed = []
+    for entry in ttg.TOSA_OP_LIST:
+        if ttg.getOperatorNameStr(entry) == "pad":
+            for kind in ("positive", "negative"):
+                for test_args in ttg.genOpTestList(entry, shapeFilter=args.target_shapes,
+                                                   rankFilter=args.target_ranks,
+                                                   dtypeFilter=dtypes, testType=kind):
+                    test = TosaTestSelect(test_args)
+                    if test.isSupported(args.profile, args.extension):
+                        listed.append(str(test))
+    names = sorted(map(str, tests))
+    assert names == sorted(set(listed))
+    assert duplicates == {"pad": len(listed) - len(set(listed))} and duplicates["pad"] > 0

@@ -120,6 +120,7 @@ class Report:
     counts: dict = field(default_factory=dict)      # operator -> {"positive": n, "negative": n}
     dtypes: dict = field(default_factory=dict)      # operator -> element types drawn from
     left_out: list = field(default_factory=list)    # [{"test", "reason"}]
+    duplicates: dict = field(default_factory=dict)  # operator -> listed tests repeating a name
     seconds: dict = field(default_factory=dict)
     bytes: int = 0
 
@@ -288,9 +289,16 @@ def _arg(test, param: str):
         return None
 
 
-def select_tests(ttg, args, options: CorpusOptions, seed: int) -> tuple[list, dict[str, list[str]]]:
-    """The tests to generate (generator TosaTestSelect objects) and, per operator covered,
-    the element types they were drawn from."""
+def select_tests(ttg, args, options: CorpusOptions, seed: int) -> tuple[list, dict[str, list[str]], dict[str, int]]:
+    """The tests to generate (generator TosaTestSelect objects), per operator covered the
+    element types they were drawn from, and per operator how many listed tests repeat the
+    name of an earlier one.
+
+    The generator's listing repeats names: its ERROR_IF tests draw their bad parameters at
+    random, and two draws can give the same test (avg_pool2d at seed 7 lists 2,084
+    negative tests under 1,892 names).  A test is a folder named after it, so the
+    official tool writes such a test once, over itself; here it is generated once and the
+    repeats are counted (``duplicates`` in the corpus report)."""
     from generator.tosa_test_select import TosaTestSelect
     from generator.tosa_verif_build_tests import dtype_str_type
 
@@ -333,9 +341,15 @@ def select_tests(ttg, args, options: CorpusOptions, seed: int) -> tuple[list, di
             negatives[test.error].append(test)
         for error in sorted(negatives):
             chosen += _spread({error: negatives[error]}, options.negatives_per_condition, rng)
-    # Same test name from two generator entries (never seen, but keep names unique).
     unique = {str(t): t for t in chosen}
-    return [unique[k] for k in sorted(unique)], {op: sorted(allowed[op]) for op in sorted(by_op)}
+    duplicates: dict[str, int] = defaultdict(int)
+    seen: set[str] = set()
+    for t in chosen:
+        if str(t) in seen:
+            duplicates[ttg.getOperatorNameStr(t.opName)] += 1
+        seen.add(str(t))
+    return ([unique[k] for k in sorted(unique)], {op: sorted(allowed[op]) for op in sorted(by_op)},
+            dict(sorted(duplicates.items())))
 
 
 # -- generation (forked workers share the generator built in the parent) ----------------------
@@ -411,7 +425,8 @@ def generate(options: CorpusOptions, out: Path, jobs: int = 2, log=print) -> Rep
     out_tmp.rename(out)
     kept = sum(c["positive"] + c["negative"] for c in report.counts.values())
     log(f"wrote {kept} tests to {out} ({report.bytes / 1e6:.1f} MB); "
-        f"{len(report.left_out)} left out (see corpus.json)")
+        f"{len(report.left_out)} left out (see corpus.json), "
+        f"{sum(report.duplicates.values())} listed twice under one name")
     return report
 
 
@@ -424,9 +439,11 @@ def _generate_seed(options: CorpusOptions, seed: int, suffix: str, out_tmp: Path
         raw = Path(tmp)
         start = time.perf_counter()
         ttg, args = _make_generator(options, raw, seed)
-        tests, dtypes = select_tests(ttg, args, options, seed)
+        tests, dtypes, duplicates = select_tests(ttg, args, options, seed)
         for op, types in dtypes.items():
             report.dtypes[op] = sorted(set(report.dtypes.get(op, [])) | set(types))
+        for op, n in duplicates.items():
+            report.duplicates[op] = report.duplicates.get(op, 0) + n
         seconds["select"] = round(time.perf_counter() - start, 2)
         log(f"seed {seed}: selected {len(tests)} tests of {len(dtypes)} operators "
             f"({seconds['select']} s)")
@@ -534,6 +551,7 @@ def generate_full(options: CorpusOptions, out: Path, jobs: int = 1, log=print) -
         record = {"operator": operator, "seed": seed, "suffix": suffix, "counts": counts,
                   "dtypes": report.dtypes.get(operator, []),
                   "left_out": [{**e, "test": e["test"] + suffix} for e in report.left_out],
+                  "duplicates": report.duplicates.get(operator, 0),
                   "seconds": {**report.seconds, "total": seconds}, "bytes": report.bytes,
                   "tosa_tools": report.tosa_tools}
         tmp_marker = marker.with_suffix(".tmp")
@@ -541,8 +559,8 @@ def generate_full(options: CorpusOptions, out: Path, jobs: int = 1, log=print) -
         tmp_marker.rename(marker)
         per_test = f", {seconds / made:.2f} s a test" if made else ""
         log(f"[{n}/{len(todo)}] {operator} seed {seed}: {counts['positive']} positive, "
-            f"{counts['negative']} negative, {len(record['left_out'])} left out "
-            f"({seconds} s{per_test})")
+            f"{counts['negative']} negative, {len(record['left_out'])} left out, "
+            f"{record['duplicates']} listed twice under one name ({seconds} s{per_test})")
     shutil.rmtree(out / "partial", ignore_errors=True)
     return write_full_manifest(out, replace(wanted, ops=""))
 
@@ -569,6 +587,7 @@ def write_full_manifest(out: Path, options: CorpusOptions) -> dict:
         "counts_per_seed": {s: dict(sorted(v.items())) for s, v in sorted(per_seed.items())},
         "tests": sum(c["positive"] + c["negative"] for c in counts.values()),
         "left_out": [e for c in chunks for e in c["left_out"]],
+        "duplicates": sum(c.get("duplicates", 0) for c in chunks),
         "seconds": {k: round(v, 1) for k, v in seconds.items()},
         "bytes": sum(c["bytes"] for c in chunks),
     }
