@@ -16,8 +16,9 @@ any unit sees it; units never fail.  Rules (isa/instructions.py docs):
   the ACC rows read and the ASRAM rows written;
 * LOOP: ILLEGAL_INSTRUCTION if ``body == 0``, ``body >= imem_rows`` (the body and the instruction
   after it must fit in the instruction buffer, hw/sequencer.py), the body runs past the program, ``loop_full``
-  (LOOP_DEPTH loops active), or the body ends past ``loop_end`` (one past the innermost
-  active body; PROG_LEN when no loop is active).
+  (LOOP_DEPTH loops active), the body ends past ``loop_end`` (one past the innermost
+  active body; PROG_LEN when no loop is active), or (count >= 2) an increment sweeps a
+  whole memory, ``(count - 1) * |inc| >= size`` (precomputed, hw/precheck.py).
 * BRANCH: ILLEGAL_INSTRUCTION for test 3, a target past the program or ``loop_active``; then
   SRAM_OVERFLOW for a condition row past its memory (not for ALWAYS).  BRANCH_LIMIT depends
   on data: the sequencer finds it.
@@ -72,7 +73,7 @@ class InstrChecker(wiring.Component):
             "word": In(INSTR_BITS),
             "pc": In(PC_BITS),
             "prog_len": In(PC_BITS),
-            "offsets": In(offsets_layout()),
+            "offsets": In(offsets_layout(config)),
             "loop_full": In(1),
             "loop_active": In(1),
             "code": Out(CODE_BITS),

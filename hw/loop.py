@@ -29,24 +29,19 @@ from __future__ import annotations
 from amaranth import Cat, Module, Mux, Signal, signed, unsigned
 from amaranth.lib import data, wiring
 from amaranth.lib.wiring import In, Out
-from amaranth.utils import ceil_log2
 
 from isa.config import NpuConfig
 from isa.instructions import (
-    BY_NAME, LOOP_DEPTH, Space, address_fields, loop_increments, offset_unit, space_choices,
+    BY_NAME, LOOP_DEPTH, Space, address_fields, increment_bits, loop_increments, offset_bits, offset_unit,
+    space_choices,
 )
 from hw.signals import named
 
 
-def offset_bits(space: Space) -> int:
-    """Width of a signed offset sum: iteration (< 2**count_bits) times increment, over
-    LOOP_DEPTH levels."""
-    count_bits = next(f.width for f in BY_NAME["LOOP"].fields if f.name == "count")
-    return count_bits + loop_increments()[space].width + ceil_log2(LOOP_DEPTH)
-
-
-def offsets_layout() -> data.StructLayout:
-    return data.StructLayout({s.name.lower(): signed(offset_bits(s)) for s in Space})
+def offsets_layout(config: NpuConfig) -> data.StructLayout:
+    """The offsets of every space, each as wide as a legal LOOP nest can make it
+    (isa/instructions.py ``offset_bits``: LOOP's increments are bounded by the spaces' sizes)."""
+    return data.StructLayout({s.name.lower(): signed(offset_bits(s, config)) for s in Space})
 
 
 def field_offsets(defn, view, offsets, config: NpuConfig) -> dict:
@@ -124,7 +119,7 @@ class LoopStack(wiring.Component):
             "back": Out(1),
             "next_pc": Out(pc_bits),
             "outer_start": Out(pc_bits),
-            "offsets": Out(offsets_layout()),
+            "offsets": Out(offsets_layout(config)),
             "full": Out(1),
             "past_end": Out(1),
             "active": Out(1),
@@ -137,6 +132,7 @@ class LoopStack(wiring.Component):
         depth = LOOP_DEPTH
         incs = {s: f.name for s, f in loop_increments().items()}
         count_shape = self._loop_fields["count"].shape
+        cfg = self.config
         key = {s: s.name.lower() for s in Space}
 
         seq_pc = Signal(pcw)                  # one past the last fetched instruction
@@ -145,15 +141,17 @@ class LoopStack(wiring.Component):
         left = [Signal(count_shape, name=f"lv{d}_left") for d in range(depth)]   # iterations after this one
         more = [Signal(name=f"lv{d}_more") for d in range(depth)]                # left != 0
         start = [Signal(pcw, name=f"lv{d}_start") for d in range(depth)]         # first of the body
-        total = {s: Signal(signed(offset_bits(s)), name=f"offset_{key[s]}") for s in Space}
+        total = {s: Signal(signed(offset_bits(s, cfg)), name=f"offset_{key[s]}") for s in Space}
         # Per level and space: the increment and the offsets of the level's current iteration
         # (``cur``); ``nxt``, the offsets its next loop-back gives, is a sum of registers, so
         # that the update in a fetch cycle only selects.
-        inc = [{s: Signal(self._loop_fields[incs[s]].shape, name=f"lv{d}_inc_{key[s]}") for s in Space}
+        # An increment is stored at the width a LOOP that loops back can have (|inc| below
+        # the space's size: LOOP's errors); with count 1 it is never added.
+        inc = [{s: Signal(signed(increment_bits(s, cfg)), name=f"lv{d}_inc_{key[s]}") for s in Space}
                for d in range(depth)]
-        cur = [{s: Signal(signed(offset_bits(s)), name=f"lv{d}_cur_{key[s]}") for s in Space}
+        cur = [{s: Signal(signed(offset_bits(s, cfg)), name=f"lv{d}_cur_{key[s]}") for s in Space}
                for d in range(depth)]
-        nxt = [{s: named(m, cur[d][s] + inc[d][s], f"lv{d}_next_{key[s]}", signed(offset_bits(s)))
+        nxt = [{s: named(m, cur[d][s] + inc[d][s], f"lv{d}_next_{key[s]}", signed(offset_bits(s, cfg)))
                 for s in Space} for d in range(depth)]
 
         innermost_end = end[0]

@@ -35,7 +35,7 @@ from amaranth.utils import ceil_log2
 from isa import matmul
 from isa.config import NpuConfig
 from isa.instructions import (DMA_ELEM_SIZES, INSTR_BITS, INSTR_BYTES, INSTRUCTIONS, OPCODE_BITS, BranchTest,
-                              MatmulAType, MatmulWType, Sram, VecDst)
+                              MatmulAType, MatmulWType, Sram, VecDst, loop_increments, space_size)
 from hw.decode import RESERVED, instr_layout
 from hw.table_check import table_errors
 from hw.vpu_check import CHECKED as VECTOR_CHECKED, Term, as_signed, capped, capped_product, excess, mul, vector_errors
@@ -167,7 +167,17 @@ def rules(cfg: NpuConfig, name: str, v, mul=mul, pc=None, early=now) -> Rules:
         # loop stack (hw/loop.py) takes it as is, instead of adding pc + 1 + body behind
         # IMEM's read port (its slowest path, docs/hardware.md "Timing").
         too_long = (v.body == 0) | (v.body >= cfg.imem_rows)
-        return Rules(reserved | too_long, end=pc + 1 + v.body)
+        # (count - 1) * |inc| against each space's size (LOOP's errors): exact wherever it
+        # matters, with factors capped at the size (hw/vpu_check.py capped_product).
+        count_m1 = (v.count - 1)[:len(v.count)]
+        swept = []
+        for space, f in loop_increments().items():
+            size = space_size(space, cfg)
+            inc = v[f.name]
+            magnitude = Mux(inc < 0, -inc, inc)[:f.width]
+            swept.append(mul(capped(count_m1, size - 1), capped(magnitude, size - 1)) > size - 1)
+        sweep = (v.count > 1) & Cat(*swept).any()
+        return Rules(reserved | too_long | sweep, end=pc + 1 + v.body)
     assert name in ("HALT", "SYNC"), f"checker misses {name}"
     return Rules(reserved)
 

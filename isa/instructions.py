@@ -407,7 +407,12 @@ number of instructions (the body runs past the program); if body >= imem_rows (a
 in the instruction buffer while its loop runs, with room for the instruction after it); if
 LOOP_DEPTH loops are
 already active; or if pc + body is past the last instruction of the innermost active loop's
-body."""),
+body.  Also ILLEGAL_INSTRUCTION (checked only when count >= 2) if for some space S
+(count - 1) * |inc_S| is at least the size of S (EXT: ext_mem_bytes bytes; a scratchpad: its
+rows): the loop would move S's addresses further than the memory is long, so an instruction
+of the body using S could not stay inside it in every iteration.  The bound makes every
+offset smaller in magnitude than LOOP_DEPTH times the space's size, which is what the
+sequencer's offset arithmetic is sized for (hw/loop.py)."""),
     InstrDef("BRANCH", 4, Unit.SEQ, (
         Field("target", BRANCH_TARGET_BITS, doc="index of the instruction executed next when taken"),
         Field("test", 2, doc="ALWAYS, or taken when the condition is ZERO / NONZERO", enum=BranchTest),
@@ -785,6 +790,39 @@ def address_fields(defn: InstrDef) -> tuple[Field, ...]:
 def loop_increments() -> dict[Space, Field]:
     """LOOP's increment field of every space."""
     return {f.increment: f for f in BY_NAME["LOOP"].fields if f.increment is not None}
+
+
+def space_size(space: Space, config) -> int:
+    """Size of ``space`` in its offset units (EXT: bytes; a scratchpad: rows); ``config`` is
+    an isa.config.NpuConfig."""
+    if space is Space.EXT:
+        return config.ext_mem_bytes
+    return getattr(config, f"{space.name.lower()}_rows")
+
+
+def loop_sweep_error(values: dict, config) -> Space | None:
+    """The first space whose increment a LOOP with field ``values`` may not have: its
+    iterations would move it by ``(count - 1) * |inc|``, at least the space's size (LOOP's
+    errors).  None when the LOOP passes that rule."""
+    if values["count"] < 2:
+        return None
+    for space, f in loop_increments().items():
+        if (values["count"] - 1) * abs(values[f.name]) >= space_size(space, config):
+            return space
+    return None
+
+
+def increment_bits(space: Space, config) -> int:
+    """Signed width of an increment of ``space`` that a legal LOOP that loops back can have:
+    ``|inc| < size`` (LOOP's errors)."""
+    return (space_size(space, config) - 1).bit_length() + 1
+
+
+def offset_bits(space: Space, config) -> int:
+    """Signed width of the offset of ``space`` (the sum over the active loops of iteration *
+    increment): each level's ``|i * inc| <= (count - 1) * |inc| < size``, so the sum is smaller
+    in magnitude than LOOP_DEPTH * size."""
+    return (LOOP_DEPTH * (space_size(space, config) - 1)).bit_length() + 1
 
 
 def space_choices(defn: InstrDef, f: Field) -> dict[int, Space]:

@@ -467,7 +467,7 @@ def _issue_order(instructions, prog_len: int, config: NpuConfig):
     and the forward ALWAYS BRANCHes (the others fall through: there is no data here, see
     the module docstring) up to a HALT, an illegal LOOP or BRANCH (``stops``) or the end of
     ``instructions``."""
-    loops = LoopStack(prog_len, config.imem_rows)
+    loops = LoopStack(prog_len, config.imem_rows, config)
     pc = 0
     while pc < len(instructions):
         instr = instructions[pc]

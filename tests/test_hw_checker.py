@@ -16,7 +16,7 @@ from amaranth.sim import Simulator
 
 from isa import SMALL_CONFIG, make
 from isa.encoding import encode_int
-from isa.instructions import BY_NAME, INSTR_BITS, INSTRUCTIONS, OPCODE_BITS, ErrorCode, Sram
+from isa.instructions import BY_NAME, INSTR_BITS, INSTRUCTIONS, LOOP_DEPTH, OPCODE_BITS, ErrorCode, Sram
 from hw.checker import InstrChecker
 from hw.decode import instr_layout
 
@@ -76,6 +76,11 @@ def expected_code(cfg, name: str, v: dict, pc=0, prog_len=1, offsets=None, full=
         last = pc + v["body"]
         end = prog_len if loop_end is None else loop_end
         if v["body"] == 0 or last >= prog_len or full or last >= end:
+            return E.ILLEGAL_INSTRUCTION
+        # an increment that sweeps at least its memory over the iterations
+        sizes = {"inc_ext": cfg.ext_mem_bytes, "inc_asram": cfg.asram_rows, "inc_wsram": cfg.wsram_rows,
+                 "inc_acc": cfg.acc_rows, "inc_psram": cfg.psram_rows}
+        if v["count"] >= 2 and any((v["count"] - 1) * abs(v[k]) >= size for k, size in sizes.items()):
             return E.ILLEGAL_INSTRUCTION
         return E.NONE
     if name in ("VRESCALE", "VALU", "VPOOL"):
@@ -179,13 +184,26 @@ def random_instruction(rng, cfg, names=None):
                 values[f.name] = min(values[f.name] + int(rng.choice([1, 2, 4])), f.max)
         else:
             values[f.name] = edge_value(rng, f, limits.get(f.name, 8))
+    if defn.name == "LOOP" and rng.random() < 0.7:
+        # Increments whose sweep over the iterations, (count - 1) * |inc|, is 0 or just
+        # below or at the space's size (LOOP's errors), either sign.
+        sizes = {"inc_ext": cfg.ext_mem_bytes, "inc_asram": cfg.asram_rows, "inc_wsram": cfg.wsram_rows,
+                 "inc_acc": cfg.acc_rows, "inc_psram": cfg.psram_rows}
+        values["count"] = int(rng.choice([0, 1, 2, 3, 7, 100, 65535]))
+        steps = max(values["count"] - 1, 1)
+        for name, size in sizes.items():
+            below = (size - 1) // steps
+            pick = [0, 0, 0, 1, below, below + 1][int(rng.integers(6))] if rng.random() < 0.5 else 0
+            f = next(g for g in BY_NAME["LOOP"].fields if g.name == name)
+            values[name] = min(max(pick * int(rng.choice([-1, 1])), f.min), f.max)
     values["wait"] = int(rng.integers(0, 8))
     return make(defn.name, **values)
 
 
 def random_context(rng, cfg):
-    """Loop offsets (none half the time, else around the memory sizes, either sign), and the
-    LOOP nesting inputs: (pc, prog_len, context) with context as for expected_code."""
+    """Loop offsets (none half the time, else around the memory sizes, either sign, up to
+    the LOOP_DEPTH sizes less one that legal LOOPs can sum to), and the LOOP nesting inputs:
+    (pc, prog_len, context) with context as for expected_code."""
     prog_len = int(rng.integers(1, 30))
     pc = int(rng.integers(0, prog_len))
     if rng.random() < 0.5:
@@ -195,7 +213,7 @@ def random_context(rng, cfg):
     offsets = {}
     for space, size in sizes.items():
         pick = int(rng.integers(0, 5))
-        value = [0, int(rng.integers(1, 9)), size // 2, size, 70000 * size][pick]
+        value = [0, int(rng.integers(1, 9)), size // 2, size, LOOP_DEPTH * (size - 1)][pick]
         offsets[space] = value * int(rng.choice([-1, 1]))
     offsets["ext"] -= offsets["ext"] % cfg.bus_bytes if rng.random() < 0.8 else 0
     return pc, prog_len, dict(offsets=offsets, full=bool(rng.random() < 0.2),
@@ -403,14 +421,19 @@ def test_checker_dma_word_counts_past_the_cap():
     for _ in range(600):
         store = bool(rng.random() < 0.4)
         elem = int(rng.choice([0, 1, 2, 4, 8]))
+        sram = 0 if store else int(rng.integers(0, 3))
+        # up to the LOOP_DEPTH memory sizes that legal LOOPs can move an address back by
+        rows = [CFG.asram_rows, CFG.wsram_rows, CFG.psram_rows][sram]
+        unit = CFG.words_per_wide_row if sram == 2 else 1
         v = dict(elem=elem, stride0=elem, stride1=0, stride2=0, ext_addr=0,
                  len0=int(rng.integers(1, 40)), len1=int(rng.integers(1, 90)), len2=int(rng.integers(1, 90)),
-                 sram=0 if store else int(rng.integers(0, 3)), sram_addr=int(rng.integers(0, 60000)))
+                 sram=sram, sram_addr=int(rng.integers(0, LOOP_DEPTH * (rows - 1) * unit)))
+        if rng.random() < 0.4:          # past the precheck's cap on its own
+            v["sram_addr"] = LOOP_DEPTH * (rows - 1) * unit - int(rng.integers(0, 64))
         if not store:
             v.update(pack=int(rng.integers(0, 2)), **{p: int(rng.integers(0, 4)) for p in ("pad_b0", "pad_a0", "pad_b1", "pad_a1")})
         words = sram_words(v, CFG.bus_bytes, store)
         depth = [CFG.asram_rows, CFG.wsram_rows, CFG.psram_rows * CFG.words_per_wide_row][v["sram"]]
-        unit = CFG.words_per_wide_row if v["sram"] == 2 else 1
         target = int(rng.choice([0, 1, max(0, depth - words), max(0, depth - words + 1), depth // 2]))
         off = (target - v["sram_addr"]) // unit
         eff = v["sram_addr"] + off * unit

@@ -201,6 +201,27 @@ def test_illegal_loops(text, pc, executed):
     assert "LOOP" in res.error_message
 
 
+@pytest.mark.parametrize("space,size", [
+    ("ext", CFG.ext_mem_bytes), ("asram", CFG.asram_rows), ("wsram", CFG.wsram_rows),
+    ("acc", CFG.acc_rows), ("psram", CFG.psram_rows)])
+@pytest.mark.parametrize("sign", [1, -1])
+def test_increments_sweeping_a_memory_are_illegal(space, size, sign):
+    """(count - 1) * |inc| at least the space's size is ILLEGAL_INSTRUCTION at the LOOP, before
+    any iteration, used or not; one less is legal, and so is any increment of a LOOP that
+    never loops back (count 1)."""
+    steps = 3
+    inc = -(-size // steps)                        # steps * inc >= size
+    for count, value, ok in ((steps + 1, inc, False), (steps + 1, (size - 1) // steps, True),
+                             (1, inc * 2, True), (0, inc * 2, True)):
+        _, res = run(f"SYNC\nLOOP count={count} body=1 inc_{space}={sign * value}\n SYNC\nHALT")
+        if ok:
+            assert res.ok, (count, value, res.error_message)
+        else:
+            assert (res.error_code, res.error_pc, res.instructions_executed) == \
+                (ErrorCode.ILLEGAL_INSTRUCTION, 1, 1), (count, value)
+            assert space.upper() in res.error_message and str(size) in res.error_message
+
+
 def test_four_nested_loops_are_legal():
     text = "\n".join(["LOOP count=2 body=%d" % (4 - i) for i in range(4)] + ["SYNC", "HALT"])
     _, res = run(text)
@@ -208,13 +229,15 @@ def test_four_nested_loops_are_legal():
 
 
 def test_error_in_a_later_iteration():
-    """The store of iteration 3 leaves memory: iterations 0..2 happened, nothing after."""
+    """The store of iteration 3 leaves memory: iterations 0..2 happened, nothing after.
+    (Four iterations: three steps stay below the memory's size, LOOP's sweep rule.)"""
     end = CFG.ext_mem_bytes
     step = 0x10000
+    assert 3 * step < end
     start = end - 2 * step - 64
     text = "\n".join([
         f"DMA_LOAD sram=ASRAM ext_addr={DATA} len0=16 len1=1 len2=1",
-        f"LOOP count=6 body=2 inc_ext={step} wait=DMA",
+        f"LOOP count=4 body=2 inc_ext={step} wait=DMA",
         "  SYNC",
         f"  DMA_STORE sram=ASRAM ext_addr={start} len0=16 len1=1 len2=1 wait=DMA",
         f"DMA_STORE sram=ASRAM ext_addr={OUT} len0=16 len1=1 len2=1",

@@ -77,7 +77,7 @@ def _path(instrs, config: NpuConfig, decide) -> tuple[list[int], list[int]] | No
     """The program indices in issue order (LOOPs unrolled as sim/npu_timing.py does) and
     the positions of the taken BRANCHes, ``decide(pc)`` choosing a BRANCH's outcome (None:
     the data-free rule, forward ALWAYS only); None if longer than MAX_PATH or illegal."""
-    loops, pc, pcs, taken = LoopStack(len(instrs)), 0, [], []
+    loops, pc, pcs, taken = LoopStack(len(instrs), config=config), 0, [], []
     while pc < len(instrs):
         if len(pcs) > MAX_PATH:
             return None

@@ -11,12 +11,16 @@ implements them:
 * after the instruction at ``pc`` runs, while the innermost level's body ends at ``pc``: if
   it has iterations left, go back to its first instruction (iteration + 1); otherwise the
   level ends and the next level out is considered.  Else execution goes on at ``pc+1``.
+
+With a ``config``, :meth:`LoopStack.illegal` also applies LOOP's sweep rule (an increment
+moving its space by at least the memory's size over the iterations), which bounds the
+offsets (isa/instructions.py ``offset_bits``).
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from isa.instructions import LOOP_DEPTH, Space, loop_increments
+from isa.instructions import LOOP_DEPTH, Space, loop_increments, loop_sweep_error, space_size
 
 _INCREMENTS = {s: f.name for s, f in loop_increments().items()}
 
@@ -37,6 +41,7 @@ class LoopStack:
 
     prog_len: int
     buffer_rows: int | None = None        # imem_rows: a body must leave a row of the buffer free
+    config: object = None                 # NpuConfig: increments bounded by the spaces' sizes
     levels: list = field(default_factory=list)
     offsets: dict = field(default_factory=lambda: {s: 0 for s in Space})
 
@@ -55,6 +60,11 @@ class LoopStack:
         if self.levels and last >= self.levels[-1].end:
             return (f"LOOP body ends at instruction {last}, past the enclosing body's last "
                     f"instruction {self.levels[-1].end - 1}")
+        space = loop_sweep_error(v, self.config) if self.config is not None else None
+        if space is not None:
+            inc = v[loop_increments()[space].name]
+            return (f"LOOP of {v['count']} iterations moves {space.name} by {inc} each: "
+                    f"{(v['count'] - 1) * abs(inc)}, at least the space's size {space_size(space, self.config)}")
         return None
 
     def enter(self, pc: int, v: dict) -> int:

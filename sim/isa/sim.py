@@ -205,7 +205,7 @@ class IsaSim:
         positions: list[int] = []           # index of each executed entry in ``instrs``
         instrs: list[Instruction] = []      # every instruction reached, in issue order
         decoded: dict[int, Instruction] = {}
-        loops = LoopStack(n, self.config.imem_rows)
+        loops = LoopStack(n, self.config.imem_rows, self.config)
         pcs: list[int] = []                 # index in the program of every entry of ``instrs``
         budget = isa_branch.BackwardBudget()
         taken: set[int] = set()             # positions in ``instrs`` of taken BRANCHes

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 from isa.config import NpuConfig
 from isa.encoding import Instruction, make
-from isa.instructions import LOOP_DEPTH, address_fields, field_space, loop_increments, offset_unit
+from isa.instructions import LOOP_DEPTH, address_fields, field_space, loop_increments, loop_sweep_error, offset_unit
 from isa.vector import operands
 from tosa_ir.errors import Unsupported
 
@@ -136,6 +136,8 @@ def _loop(bodies: list[list[Op]], config: NpuConfig, layer: int) -> list[Op] | N
         head = make("LOOP", count=len(bodies), body=len(bodies[0]), **{_INC[s].name: d for s, d in incs.items()})
     except (ValueError, KeyError, OverflowError):
         return None
+    if loop_sweep_error(head.values, config) is not None:
+        return None               # a safeguard: legal addresses never sweep a whole memory
     return [Op(head, layer)] + bodies[0]
 
 
