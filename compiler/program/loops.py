@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from isa.config import NpuConfig
 from isa.encoding import make
 from isa.instructions import (BY_NAME, LOOP_DEPTH, Space, address_fields, field_space, loop_increments, offset_unit,
-                              space_size)
+                              loop_sweep_error)
 
 from compiler.core.ops import FixedOp, Op
 from compiler.program.schedule import BARRIERS, _runs, run_starts
@@ -75,7 +75,7 @@ def compress_loops(ops: list[Op], config: NpuConfig, max_depth: int = LOOP_DEPTH
                 for op in compress_loops(ops[start:start + CHUNK], config, max_depth)]
     intern = _Interner()
     items = [_leaf(op, config, intern) for op in ops]
-    items = _compress(items, max_depth, intern, tuple(space_size(s, config) for s in _SPACES))
+    items = _compress(items, max_depth, intern, config)
     return [op for item in items for op in item.ops]
 
 
@@ -256,8 +256,7 @@ def _loop_item(body: list[_Item], count: int, incs: list, intern: _Interner) -> 
                  1 + max(it.depth for it in body))
 
 
-def _compress(items: list[_Item], limit: int, intern: _Interner, sizes: tuple) -> list[_Item]:
-    """``sizes``: each space's size (isa/instructions.py ``space_size``), in ``_SPACES`` order."""
+def _compress(items: list[_Item], limit: int, intern: _Interner, config: NpuConfig) -> list[_Item]:
     if limit < 1:
         return items
     while True:
@@ -266,12 +265,13 @@ def _compress(items: list[_Item], limit: int, intern: _Interner, sizes: tuple) -
             if p == 0:
                 out.append(items[i])
                 continue
-            if any((n - 1) * abs(d or 0) >= size for d, size in zip(incs, sizes)):
+            sweep = {"count": n, **{_INC[_SPACES[k]].name: d or 0 for k, d in enumerate(incs)}}
+            if loop_sweep_error(sweep, config) is not None:
                 # LOOP's sweep rule (an increment moving an address by the memory's size):
                 # a legal program's addresses never do, so this is a safeguard; unrolled.
                 out += items[i:i + n * p]
                 continue
-            body = _compress(items[i:i + p], limit - 1, intern, sizes)
+            body = _compress(items[i:i + p], limit - 1, intern, config)
             out.append(_loop_item(body, n, incs, intern))
             changed = True
         items = out
