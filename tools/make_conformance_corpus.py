@@ -289,22 +289,14 @@ def _arg(test, param: str):
         return None
 
 
-def select_tests(ttg, args, options: CorpusOptions, seed: int) -> tuple[list, dict[str, list[str]], dict[str, int]]:
-    """The tests to generate (generator TosaTestSelect objects), per operator covered the
-    element types they were drawn from, and per operator how many listed tests repeat the
-    name of an earlier one.
-
-    The generator's listing repeats names: its ERROR_IF tests draw their bad parameters at
-    random, and two draws can give the same test (avg_pool2d at seed 7 lists 2,084
-    negative tests under 1,892 names).  A test is a folder named after it, so the
-    official tool writes such a test once, over itself; here it is generated once and the
-    repeats are counted (``duplicates`` in the corpus report)."""
+def listing(ttg, args, options: CorpusOptions):
+    """Every (operator, "positive"|"negative", TosaTestSelect) the generator lists for the
+    operators and element types of ``options``, in its order, repeats included."""
     from generator.tosa_test_select import TosaTestSelect
     from generator.tosa_verif_build_tests import dtype_str_type
 
     allowed = official_dtypes(options)
     pattern = re.compile(options.ops) if options.ops else None
-    by_op: dict[str, dict[str, list]] = defaultdict(lambda: {"positive": [], "negative": []})
     for entry in ttg.TOSA_OP_LIST:
         operator = ttg.getOperatorNameStr(entry)
         if operator not in allowed:
@@ -318,7 +310,23 @@ def select_tests(ttg, args, options: CorpusOptions, seed: int) -> tuple[list, di
                                                dtypeFilter=dtypes, testType=kind):
                 test = TosaTestSelect(test_args)
                 if test.isSupported(args.profile, args.extension):
-                    by_op[operator][kind].append(test)
+                    yield operator, kind, test
+
+
+def select_tests(ttg, args, options: CorpusOptions, seed: int) -> tuple[list, dict[str, list[str]], dict[str, int]]:
+    """The tests to generate (generator TosaTestSelect objects), per operator covered the
+    element types they were drawn from, and per operator how many listed tests repeat the
+    name of an earlier one.
+
+    The generator's listing repeats names: its ERROR_IF tests draw their bad parameters at
+    random, and two draws can give the same test (avg_pool2d at seed 7 lists 2,084
+    negative tests under 1,892 names).  A test is a folder named after it, so the
+    official tool writes such a test once, over itself; here it is generated once and the
+    repeats are counted (``duplicates`` in the corpus report)."""
+    allowed = official_dtypes(options)
+    by_op: dict[str, dict[str, list]] = defaultdict(lambda: {"positive": [], "negative": []})
+    for operator, kind, test in listing(ttg, args, options):
+        by_op[operator][kind].append(test)
 
     chosen = []
     for operator in sorted(by_op):
