@@ -13,12 +13,14 @@ Datapath, for a read in cycle t (``WRITE_LATENCY`` = 4 in isa/vector.py):
   type, memory, lane broadcast) from the buffer plus the port and registered (E), with
   operand a plus ACT's bias or minus VRESCALE's input zero point.
 * t+2: stage S0 computes the element from E: the scaling multiply of ACT/VRESCALE,
-  VALU's operation (or its product, for MUL), or VPOOL's running reduction.  At the last
+  VALU's operation (or its product, for MUL and LOGICAL_LEFT_SHIFT: one multiplier per
+  lane, hw/vpu_lanes.py ``lane_product``), or VPOOL's running reduction.  At the last
   element of a vector S0's result is loaded into X1 (and a vector's window reduction
   into its accumulator each element).
-* t+3: stage S2a, the rounding shift of X1 into register Y; for VALU (no rounding shift)
-  the op's last step instead: ARITHMETIC_RIGHT_SHIFT's round bit added, NEGATE's and
-  CLAMP's clamp (S0 leaves them out, hw/vpu_lanes.py ``valu_result``).
+* t+3: stage S2a, the rounding shift of X1 into register Y, which also does VALU's shifts
+  (ARITHMETIC_RIGHT_SHIFT with its round flag, LOGICAL_RIGHT_SHIFT: by the lane's b & 31);
+  for the other VALU ops the op's last step instead: NEGATE's and CLAMP's clamp (S0 leaves
+  it out, hw/vpu_lanes.py ``valu_result``).
 * t+4 .. t+3+W: stage S2b (comb from Y: zero point, type clip, clamp, output type) feeds
   the writer, one row per cycle.  X1 changes once per vector, at least P >= W cycles
   apart, and Y one cycle after it, so the rows of one vector see one Y.
@@ -50,7 +52,7 @@ from hw.interfaces import UnitCtlSignature
 from hw.sequencer import vpu_cmd_layout
 from hw.signals import named
 from hw.vpu_config import VpuConfig, command_fields, derive
-from hw.vpu_lanes import VALU_FINISH_BITS, decode_lanes, valu_bounds, valu_result
+from hw.vpu_lanes import VALU_FINISH_BITS, decode_lanes, lane_product, valu_bounds, valu_result
 
 LANE_BITS = 32
 OPERANDS = ("a", "b", "c")
@@ -257,9 +259,12 @@ class Vpu(wiring.Component):
         x1 = [Signal(signed(64), name=f"x1_{n}") for n in range(L)]
         x1_neg = [Signal(name=f"x1_neg{n}") for n in range(L)]
         pool = [Signal(signed(32), name=f"pool{n}") for n in range(L)]
-        alu, asr_round = valu_result(m, c, values, L)
-        x1_round = [Signal(name=f"x1_round{n}") for n in range(L)]
+        alu = valu_result(m, c, values, L)
+        x1_k = [Signal(5, name=f"x1_k{n}") for n in range(L)]        # a VALU shift's b & 31
         pool_max = named(m, c.pool_mode == PoolMode.MAX, "pool_max")
+        wide = named(m, c.is_rescale & ~c.scale32, "wide_product")    # 48 x 16 bits
+        lsl = named(m, c.is_valu & (c.op == ValuOp.LOGICAL_LEFT_SHIFT), "valu_lsl")
+        use_product = named(m, c.rounding | lsl, "use_product")
         for n in range(L):
             a, b = values["a"][n], values["b"][n]
             a32 = a[:32].as_signed()
@@ -267,9 +272,10 @@ class Vpu(wiring.Component):
             v32 = pre[:32].as_signed()
             m16 = mul[n][:16].as_signed()
             x = Mux(c.is_valu, a32, v32)
-            y = Mux(c.is_valu, b[:32].as_signed(), Mux(c.scale32, mul[n], m16))
-            product = named(m, Mux(c.is_rescale & ~c.scale32, pre[:48].as_signed() * m16, x * y),
-                            f"product{n}", signed(64))
+            # LOGICAL_LEFT_SHIFT is a * (1 << k): the low 32 bits of the product, shifted by 0 in S2a
+            power = named(m, (Const(1, 32) << b[:5])[:32], f"lsl_power{n}")
+            y = Mux(c.is_valu, Mux(lsl, power.as_signed(), b[:32].as_signed()), Mux(c.scale32, mul[n], m16))
+            product = lane_product(m, wide, Mux(wide, pre[:48].as_signed(), x), Mux(wide, m16, y), f"product{n}")
             acc0 = named(m, Mux(e_first, Mux(pool_max, a32, 0), pool[n]), f"pool_in{n}", signed(32))
             reduced = named(m, Mux(pool_max, Mux(a32 > acc0, a32, acc0), (acc0 + a32 - c.in_zp)[:32]),
                             f"reduced{n}", signed(32))
@@ -277,32 +283,38 @@ class Vpu(wiring.Component):
                 m.d.sync += pool[n].eq(reduced)
             with m.If(final):
                 m.d.sync += [
-                    x1[n].eq(Mux(c.rounding, product, Mux(c.is_pool, reduced, alu[n]))),
+                    x1[n].eq(Mux(use_product, product, Mux(c.is_pool, reduced, alu[n]))),
                     x1_neg[n].eq(v32 < 0),
-                    x1_round[n].eq(asr_round[n]),
+                    x1_k[n].eq(b[:5]),
                 ]
 
         # -- t+3, S2a: the rounding shift of X1 into Y (VALU: the op's last step) ---------------
         x_valid = Signal()
         m.d.sync += x_valid.eq(final)
         y_base = [Signal(signed(36), name=f"y_base{n}") for n in range(L)]
-        # VALU's last step (hw/vpu_lanes.py valu_result): ARITHMETIC_RIGHT_SHIFT adds its round
-        # bit, NEGATE and CLAMP clamp; bounds from the command, registered like S2b's.
+        # VALU's last step (hw/vpu_lanes.py valu_result): NEGATE and CLAMP clamp; the right
+        # shifts are this stage's rounding shift by the lane's b & 31 (rounding only with
+        # ARITHMETIC_RIGHT_SHIFT's round flag), LOGICAL_LEFT_SHIFT's product a shift by 0.
+        # Bounds and flags from the command, registered like S2b's.
         v_lo, v_hi = Signal(signed(VALU_FINISH_BITS)), Signal(signed(VALU_FINISH_BITS))
         lo_next, hi_next = valu_bounds(c)
-        v_asr = Signal()
+        asr = c.is_valu & (c.op == ValuOp.ARITHMETIC_RIGHT_SHIFT)
+        by_lane, shifted, round_en = Signal(), Signal(), Signal()
+        sh_cmd = Signal(6)              # VALU: MUL's shift imm0 & 63, LOGICAL_LEFT_SHIFT's 0
         m.d.sync += [v_lo.eq(lo_next), v_hi.eq(hi_next),
-                     v_asr.eq(c.is_valu & (c.op == ValuOp.ARITHMETIC_RIGHT_SHIFT))]
+                     by_lane.eq(asr | (c.is_valu & (c.op == ValuOp.LOGICAL_RIGHT_SHIFT))),
+                     shifted.eq(use_product | asr | (c.is_valu & (c.op == ValuOp.LOGICAL_RIGHT_SHIFT))),
+                     round_en.eq(c.rounding | (asr & c.imm0[0])),
+                     sh_cmd.eq(Mux(lsl, 0, c.imm0[:6]))]
         for n in range(L):
             xv = x1[n][:36].as_signed()
-            clamped = Mux(xv < v_lo, v_lo, Mux(xv > v_hi, v_hi, xv))
-            finish = named(m, Mux(v_asr, xv + x1_round[n], clamped), f"valu_done{n}", signed(36))
-            sh = named(m, Mux(c.is_valu, c.imm0[:6], shift[n]), f"sh{n}", 6)
-            rnd = (Const(1, 64) << sh) >> 1                 # 1 << (sh-1), or 0 when sh == 0
+            finish = named(m, Mux(xv < v_lo, v_lo, Mux(xv > v_hi, v_hi, xv)), f"valu_done{n}", signed(36))
+            sh = named(m, Mux(by_lane, x1_k[n], Mux(c.is_valu, sh_cmd, shift[n])), f"sh{n}", 6)
+            rnd = Mux(round_en, (Const(1, 64) << sh) >> 1, 0)     # 1 << (sh-1), or 0 when sh == 0
             adj = Mux(c.dr & (sh > 31), Mux(x1_neg[n], -(1 << 30), 1 << 30), 0)
             total = named(m, (x1[n] + rnd + adj)[:64], f"total{n}", signed(64))
             scaled = (total >> sh)[:32].as_signed()
-            m.d.sync += y_base[n].eq(Mux(c.rounding, scaled, finish))
+            m.d.sync += y_base[n].eq(Mux(shifted, scaled, finish))
 
         # -- t+4 .. t+3+W, S2b and the writer ------------------------------------------------
         w_active = Signal()

@@ -4,8 +4,8 @@
 port) into COLS lane values: an ASRAM vector of T is bits(T)/8 rows whose concatenated bytes
 hold the lanes little-endian; an ACC/PSRAM row holds int32 lanes read as their low bits(T)
 bits (INT48: two rows).  :func:`valu_result` is the VALU table of isa/instructions.py, one
-lane at a time, before the output type's truncation (MUL's product is formed in hw/vpu.py,
-which shares the multiplier with the scaling of ACT/VRESCALE).
+lane at a time, before the output type's truncation (MUL's product is formed by
+:func:`lane_product`, the multiplier VALU's MUL shares with the scaling of ACT/VRESCALE).
 """
 from __future__ import annotations
 
@@ -61,6 +61,36 @@ def decode_lanes(m, c, k: str, buf: list, port_n, acc_data, psram_data, lanes: i
             for n, value in enumerate(decoded)]
 
 
+def lane_product(m, wide, x, y, name: str) -> Signal:
+    """The lane's one multiplier (signed, 64 bits): ``x[:48] * y[:16]`` when ``wide`` (VRESCALE
+    with a 16-bit multiplier: an INT48 input times a 16-bit scale), else ``x[:32] * y[:32]``
+    (ACT, VRESCALE with scale32, VALU's MUL); ``x`` and ``y`` are signed.
+
+    Why this shape.  The two products used to be two multipliers, 48 x 16 and 32 x 32, and a
+    64-bit mux: three and four 18 x 18 DSP blocks (ECP5 MULT18X18D) with two adder trees in the
+    fabric per lane.  Cut into 16-bit chunks (``X = x2 * 2**32 + x1 * 2**16 + x0``, ``Y = y1 *
+    2**16 + y0``; the top chunk signed, the others unsigned), the two products need
+    ``x0*y0, x1*y0, x2*y0`` and ``x0*y0, x1*y0, x0*y1, x1*y1``: the first two are common, and
+    ``x2*y0`` (wide) and ``x1*y1`` (not wide) have the same weight 2**32, so one multiplier
+    serves both.  Four 17 x 17-bit signed multiplies (one DSP block each; a chunk's sign is
+    its 17th bit: 0 for an unsigned chunk, the chunk's top bit for a signed one) and one
+    adder tree: three DSP blocks and a 64-bit mux fewer per lane, for two 17-bit operand muxes
+    in front of the multipliers.  For ``wide``, ``y`` is the 16-bit scale: ``y0`` is then the
+    signed chunk and ``y1`` is not used.
+    """
+    x48 = Mux(wide, x[:48].as_signed(), x[:32].as_signed())     # x sign-extended either way
+    y32 = Mux(wide, y[:16].as_signed(), y[:32].as_signed())
+    x0 = Cat(x48[:16], Const(0, 1)).as_signed()
+    x1 = named(m, Cat(x48[16:32], Mux(wide, 0, x48[31])).as_signed(), f"{name}_x1", signed(17))
+    y0 = named(m, Cat(y32[:16], Mux(wide, y32[15], 0)).as_signed(), f"{name}_y0", signed(17))
+    y1 = y32[16:32].as_signed()
+    p0 = named(m, x0 * y0, f"{name}_p0", signed(34))
+    p1 = named(m, x1 * y0, f"{name}_p1", signed(34))
+    p2 = named(m, Mux(wide, x48[32:48].as_signed(), x1) * Mux(wide, y0, y1), f"{name}_p2", signed(34))
+    p3 = named(m, x0 * Mux(wide, 0, y1), f"{name}_p3", signed(34))
+    return named(m, (p0 + ((p1 + p3) << 16) + (p2 << 32))[:64], name, signed(64))
+
+
 def clz32(m, value, name: str) -> object:
     """count_leading_zeros of a 32-bit pattern (32 for 0), by halving steps."""
     count, x = Const(0, 6), value
@@ -71,31 +101,32 @@ def clz32(m, value, name: str) -> object:
     return count + ~x[31]                               # all zero: 31 + 1
 
 
-def valu_result(m, c, values: dict, lanes: int) -> tuple[list, list]:
+def valu_result(m, c, values: dict, lanes: int) -> list:
     """VALU's result per lane (signed, 36 bits; only its low bits(U) bits matter), for every
-    op but MUL, *before its last step*, and per lane ARITHMETIC_RIGHT_SHIFT's round bit.
-    Per lane one subtractor serves SUB, the comparisons and MIN/MAX, one negation ABS
-    (0 - a) and NEGATE (imm0 + imm1 - a); the op selects among the shared units' outputs.
+    op but MUL and the shifts, *before its last step*.  Per lane one subtractor serves SUB,
+    the comparisons and MIN/MAX, one negation ABS (0 - a) and NEGATE (imm0 + imm1 - a); the
+    op selects among the shared units' outputs.
 
     The last steps are the vector unit's next stage (hw/vpu.py S2a, idle for VALU
-    otherwise): ARITHMETIC_RIGHT_SHIFT's ``(a >> k) + round`` adds the round bit there, and
-    NEGATE's clip to T and CLAMP's ``[imm0, imm1]`` are one clamp there (:func:`valu_bounds`),
-    so that no adder or compare follows a shifter or a subtractor in one cycle."""
+    otherwise): NEGATE's clip to T and CLAMP's ``[imm0, imm1]`` are one clamp there
+    (:func:`valu_bounds`), so that no compare follows a subtractor in one cycle.  The shifts
+    have no shifter of their own: ARITHMETIC_RIGHT_SHIFT and LOGICAL_RIGHT_SHIFT give their
+    operand here (``a``; ``a``'s bits(T) bits unsigned) and S2a's rounding shift shifts it by
+    ``b & 31``, adding ``1 << (k-1)`` before the shift when the round flag is set (``(a +
+    2**(k-1)) >> k == (a >> k) + ((a >> (k-1)) & 1)``); LOGICAL_LEFT_SHIFT is the lane's
+    multiplier's ``a * (1 << k)`` (hw/vpu.py): three 32-bit barrel shifters fewer per lane."""
     results = [Signal(signed(36), name=f"alu{n}") for n in range(lanes)]
-    round_bits = [Signal(name=f"asr_round{n}") for n in range(lanes)]
     neg_base = named(m, Mux(c.op == ValuOp.NEGATE, c.imm0 + c.imm1, 0), "neg_base", signed(17))
     units = []
     for n in range(lanes):
         a = values["a"][n][:32].as_signed()
         b = values["b"][n][:32].as_signed()
-        k = b[:5]
         diff = named(m, a - b, f"diff{n}", signed(33))
         lt, eq = diff[32], named(m, diff == 0, f"eq{n}")
         nv = named(m, neg_base - a, f"neg{n}", signed(34))
         az, bz = named(m, a != 0, f"az{n}"), named(m, b != 0, f"bz{n}")
-        m.d.comb += round_bits[n].eq(c.imm0[0] & (k != 0) & a.bit_select((k - 1)[:5], 1))
         units.append(dict(
-            a=a, b=b, c=values["c"][n][:32].as_signed(), k=k, diff=diff, lt=lt, eq=eq, az=az, bz=bz, nv=nv,
+            a=a, b=b, c=values["c"][n][:32].as_signed(), diff=diff, lt=lt, eq=eq, az=az, bz=bz, nv=nv,
             add=a + b,
         ))
     with m.Switch(c.op):
@@ -106,9 +137,7 @@ def valu_result(m, c, values: dict, lanes: int) -> tuple[list, list]:
 
         case(ValuOp.ADD, lambda u: u["add"])
         case(ValuOp.SUB, lambda u: u["diff"])
-        case(ValuOp.ARITHMETIC_RIGHT_SHIFT, lambda u: u["a"] >> u["k"])       # + round bit: S2a
-        case(ValuOp.LOGICAL_LEFT_SHIFT, lambda u: (u["a"] << u["k"])[:32])
-        case(ValuOp.LOGICAL_RIGHT_SHIFT, lambda u: (u["a"] & c.a_mask)[:32] >> u["k"])
+        case(ValuOp.LOGICAL_RIGHT_SHIFT, lambda u: (u["a"] & c.a_mask)[:32])     # shifted in S2a
         case(ValuOp.BITWISE_AND, lambda u: u["a"] & u["b"])
         case(ValuOp.BITWISE_OR, lambda u: u["a"] | u["b"])
         case(ValuOp.BITWISE_XOR, lambda u: u["a"] ^ u["b"])
@@ -129,10 +158,10 @@ def valu_result(m, c, values: dict, lanes: int) -> tuple[list, list]:
         with m.Case(ValuOp.CLZ):
             for n, (r, u) in enumerate(zip(results, units)):
                 m.d.comb += r.eq(clz32(m, u["a"], f"clz{n}"))
-        with m.Default():                           # COPY (MUL's product is taken elsewhere)
-            for r, u in zip(results, units):
+        with m.Default():       # COPY; ARITHMETIC_RIGHT_SHIFT (shifted in S2a); MUL and
+            for r, u in zip(results, units):        # LOGICAL_LEFT_SHIFT: the product instead
                 m.d.comb += r.eq(u["a"])
-    return results, round_bits
+    return results
 
 
 VALU_FINISH_BITS = 37       # S2a's VALU bounds: beyond every 36-bit VALU result
