@@ -35,6 +35,11 @@ def test_unit_names():
     assert tool.unit_of("core.npu.ctl__cmd$156.word") == "ctl"
     assert tool.unit_of("core.bridge.state") == "bridge"
     assert tool.unit_of("clk_buf.buf") == "clk_buf"
+    # logic named after a block RAM's port: the RAM's writer or reader, not the RAM
+    assert tool.unit_of("core.npu.imem.0.10_DIA9_LUT4_Z_A_CCU2C_S0[2]") == "imem:write"
+    assert tool.unit_of("core.npu.imem.0.2_DOA0_LUT4_C_Z") == "imem:read"
+    assert tool.unit_of("core.npu.acc.3_DOB12_TRELLIS_FF_Q") == "acc:read"
+    assert tool.unit_of("core.npu.imem.0[5]") == "imem"
 
 
 def test_rudy_by_hand():

@@ -32,16 +32,26 @@ __all__ = ["congestion", "unit_of"]
 
 BEL = re.compile(r"X(\d+)/Y(\d+)/")
 PREFIXES = ("core.npu.", "core.")      # the board top's hierarchy (hw/board/core.py)
+RAM_PORT = re.compile(r"(\w+)\.(?:\d+\.)*\d+_(DI|DO)[AB]\d+_")     # a DP16KD data port, then more
 
 
 def unit_of(name: str) -> str:
     """The unit a flattened cell or net name belongs to: its first hierarchy level below the
-    NPU (``core.npu.seq.f_valid`` -> ``seq``), or below the board core."""
+    NPU (``core.npu.seq.f_valid`` -> ``seq``), or below the board core.
+
+    Nets that lost their names are named after a port they reach, and for the logic around a
+    block RAM that port is the RAM's: ``imem.0.10_DIA9_LUT4_Z_A...`` is a net of the logic
+    that forms IMEM's write data (port DIA9 of one of its DP16KDs: the writer's logic, e.g. the
+    precheck), ``imem.0.2_DOA0_LUT4_C_Z...`` one of the logic behind its read data (the
+    reader's, e.g. the checker).  Those are told apart as ``imem:write`` and ``imem:read``."""
     name = name.lstrip("\\")
     for prefix in PREFIXES:
         if name.startswith(prefix):
             name = name[len(prefix):]
             break
+    ram = RAM_PORT.match(name)
+    if ram:
+        return f"{ram[1]}:{'write' if ram[2] == 'DI' else 'read'}"
     return re.split(r"[.$]|__", name)[0] or "(top)"
 
 
