@@ -262,9 +262,15 @@ class Vpu(wiring.Component):
         alu = valu_result(m, c, values, L)
         x1_k = [Signal(5, name=f"x1_k{n}") for n in range(L)]        # a VALU shift's b & 31
         pool_max = named(m, c.pool_mode == PoolMode.MAX, "pool_max")
-        wide = named(m, c.is_rescale & ~c.scale32, "wide_product")    # 48 x 16 bits
-        lsl = named(m, c.is_valu & (c.op == ValuOp.LOGICAL_LEFT_SHIFT), "valu_lsl")
-        use_product = named(m, c.rounding | lsl, "use_product")
+        # The multiplier's mode, decoded with the command and registered beside its settings,
+        # so that the multiply's operand muxes start at a flag register, not at the op's decode.
+        wide = Signal(name="wide_product")                              # 48 x 16 bits
+        lsl = Signal(name="valu_lsl")
+        use_product = Signal(name="use_product")
+        cmd_lsl = cmd.is_valu & (cmd.op == ValuOp.LOGICAL_LEFT_SHIFT)
+        with m.If(start):
+            m.d.sync += [wide.eq(cmd.is_rescale & ~cmd.scale32), lsl.eq(cmd_lsl),
+                         use_product.eq(cmd.rounding | cmd_lsl)]
         for n in range(L):
             a, b = values["a"][n], values["b"][n]
             a32 = a[:32].as_signed()
