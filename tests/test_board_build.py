@@ -8,7 +8,8 @@ import gc
 import pytest
 
 from hw.board.__main__ import main
-from hw.board.build import BOARDS, BuildReport, _failure, _last_block_sum, _log_utilisation, _summary
+from hw.board.build import (BOARDS, BuildReport, _failure, _last_block_sum, _log_utilisation, _summary,
+                            nextpnr_command_options)
 from hw.board.top import ecp5_pll, ice40_pll, uart_divisor
 
 
@@ -124,3 +125,13 @@ def test_report_lines_name_the_critical_path(tmp_path):
     lines = report.lines()
     assert "  Fmax  21.50 MHz post-route, target 25.00 MHz: MISSES timing" in lines
     assert "  critical path 45.50 ns, 1 logic levels: npu.vpu.x1 -> npu.asram.w" in lines
+
+
+def test_nextpnr_options_board_default_or_replaced():
+    """The ULX3S builds place with the static placer and route with router2 unless told
+    otherwise; given options replace the board's (nextpnr rejects an option given twice)."""
+    ulx3s, ice = BOARDS["ulx3s"], BOARDS["icebreaker"]
+    assert nextpnr_command_options(ulx3s) == "--report report.json --timing-allow-fail --placer static --router router2"
+    assert nextpnr_command_options(ulx3s, "--router router1") == "--report report.json --timing-allow-fail --router router1"
+    assert nextpnr_command_options(ulx3s, "") == "--report report.json --timing-allow-fail"
+    assert nextpnr_command_options(ice) == "--report report.json --timing-allow-fail"

@@ -26,9 +26,9 @@ def main(argv=None) -> int:
     b.add_argument("--freq", type=float, help="design clock in MHz (default: ulx3s 50, icebreaker 24)")
     b.add_argument("--mem-kib", type=int, help="board memory in KiB, a power of two "
                    "(default: ulx3s 32 with the NPU, 128 for the bridge; icebreaker 8)")
-    b.add_argument("--nextpnr-opts", default="", metavar="OPTS",
-                   help="extra nextpnr options, e.g. \"--router router2\" (nextpnr's faster router "
-                   "for large designs)")
+    b.add_argument("--nextpnr-opts", default=None, metavar="OPTS",
+                   help="nextpnr options in place of the board's (ulx3s: \"--placer static --router "
+                   "router2\"; icebreaker: none), e.g. \"--router router1\"")
     b.add_argument("--out", type=Path, default=Path("build/board"), help="build root (default build/board)")
     args = parser.parse_args(argv)
     try:

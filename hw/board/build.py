@@ -23,7 +23,7 @@ from isa.config import NAMED_CONFIGS, NpuConfig
 from hw.synth.report import summarize_pnr
 from hw.board.top import IcebreakerTop, Ulx3sTop, board_config, uart_divisor
 
-__all__ = ["BOARDS", "BoardSpec", "BuildError", "BuildReport", "build_board", "tool_env"]
+__all__ = ["BOARDS", "BoardSpec", "BuildError", "BuildReport", "build_board", "nextpnr_command_options", "tool_env"]
 
 
 @dataclass(frozen=True)
@@ -35,6 +35,7 @@ class BoardSpec:
     config: str              # default NpuConfig name
     # nextpnr's resource names for the summary: LUT, FF, DSP, BRAM
     resources: dict
+    nextpnr_opts: str = ""   # the board's default nextpnr options (docs/fpga.md says why)
 
     def platform(self):
         if self.name == "ulx3s":
@@ -49,7 +50,11 @@ BOARDS = {
     # memory (with 128 KiB nextpnr's packer counted DP16KD 245 / 208; with 32 KiB, 197 / 208:
     # docs/fpga.md); the bridge alone takes 128 KiB.
     "ulx3s": BoardSpec("ulx3s", Ulx3sTop, 50.0, {"npu": 32 * 1024, "bridge": 128 * 1024}, "ecp5_85f",
-                       {"LUT": "TRELLIS_COMB", "FF": "TRELLIS_FF", "DSP": "MULT18X18D", "BRAM": "DP16KD"}),
+                       {"LUT": "TRELLIS_COMB", "FF": "TRELLIS_FF", "DSP": "MULT18X18D", "BRAM": "DP16KD"},
+                       # The analytic (HeAP) placement of the 4x4 NPU left both routers stalled
+                       # at ~10,000 overused wires; the electrostatic placer's routes far
+                       # further with router2 (docs/fpga.md, "The static placer").
+                       nextpnr_opts="--placer static --router router2"),
     # On the UP5K a logic cell is one LUT4 and one flip-flop: LUT and FF share ICESTORM_LC.
     "icebreaker": BoardSpec("icebreaker", IcebreakerTop, 24.0, {"npu": 8 * 1024, "bridge": 8 * 1024}, "up5k",
                             {"LUT": "ICESTORM_LC", "FF": "ICESTORM_LC", "DSP": "ICESTORM_DSP",
@@ -116,10 +121,10 @@ def tool_env(base: dict | None = None) -> dict:
 
 def build_board(board: str, config_name: str | None = None, design: str = "npu",
                 freq_mhz: float | None = None, mem_bytes: int | None = None,
-                root: Path = Path("build/board"), log=print, nextpnr_opts: str = "") -> BuildReport:
+                root: Path = Path("build/board"), log=print, nextpnr_opts: str | None = None) -> BuildReport:
     """Build the bitstream of ``design`` for ``board``; returns the report, BuildError if it fails.
 
-    ``nextpnr_opts`` is added to nextpnr's command line (e.g. ``--router router2``).
+    ``nextpnr_opts`` replaces the board's own nextpnr options (:func:`nextpnr_command_options`).
     """
     if board not in BOARDS:
         raise ValueError(f"unknown board {board!r} (choose from {', '.join(BOARDS)})")
@@ -142,7 +147,7 @@ def build_board(board: str, config_name: str | None = None, design: str = "npu",
     env = tool_env()
     os.environ["AMARANTH_USE_YOSYS"] = env["AMARANTH_USE_YOSYS"]   # elaboration uses Amaranth's own Yosys
     start = time.monotonic()
-    plan = spec.platform().prepare(top, name=NAME, nextpnr_opts=f"--report report.json --timing-allow-fail {nextpnr_opts}".strip())
+    plan = spec.platform().prepare(top, name=NAME, nextpnr_opts=nextpnr_command_options(spec, nextpnr_opts))
     plan.extract(directory)
     for stale in ("report.json", f"{NAME}.bit", f"{NAME}.bin"):
         (directory / stale).unlink(missing_ok=True)
@@ -173,6 +178,14 @@ def build_board(board: str, config_name: str | None = None, design: str = "npu",
             report.bitstream = directory / f"{NAME}.{ext}"
     (directory / "summary.txt").write_text("\n".join(report.lines()) + "\n")
     return report
+
+
+def nextpnr_command_options(spec: BoardSpec, nextpnr_opts: str | None = None) -> str:
+    """nextpnr's options for a build on ``spec``'s board: the report and timing-allow-fail
+    (a missed clock is reported, not hidden), then ``nextpnr_opts`` if given, else the
+    board's own (an option given twice is an error to nextpnr, so they replace, not add)."""
+    extra = spec.nextpnr_opts if nextpnr_opts is None else nextpnr_opts
+    return f"--report report.json --timing-allow-fail {extra}".strip()
 
 
 def _log_utilisation(text: str) -> dict:
