@@ -55,6 +55,17 @@ def test_rudy_by_hand():
     assert report["largest_fanout"][0] == {"pins": 4, "net": "core.npu.seq.f_valid"}
 
 
+def test_net_groups():
+    assert tool.net_group("core.npu.vpu.product3_p1[17]") == "vpu.product#_p#[#]"
+    assert tool.net_group("\\core.npu.mxu.prod_2_3$145[4]") == "mxu.prod_#_#[#]"
+    report = tool.congestion(_design(), hot_share=0.125, nets=5)
+    groups = {g["group"]: g for g in report["net_groups"]}
+    assert set(groups) == {"seq.f_valid", "vpu.x"}
+    assert groups["seq.f_valid"]["hot_share"] == pytest.approx(2 / 2.75)
+    assert groups["vpu.x"]["chip_share"] == pytest.approx(6 / 8)
+    assert tool.congestion(_design(), hot_share=0.125)["net_groups"] == []
+
+
 def test_cli(tmp_path, capsys):
     placed = tmp_path / "placed.json"
     placed.write_text(json.dumps(_design()))

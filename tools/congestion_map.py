@@ -13,7 +13,11 @@ Units are named from the cells' hierarchical names as Yosys flattens them (``cor
 more than ``--max-pins`` pins (the constant drivers, clocks) are left out: the router routes
 them on dedicated resources or they would swamp the map.
 
-    python tools/congestion_map.py placed.json [--top 10] [--json report.json]
+    python tools/congestion_map.py placed.json [--top 10] [--nets 10] [--json report.json]
+
+``--nets N`` also lists the N net groups with the largest share of the hottest tiles' demand,
+a group being the nets whose names differ only in numbers (``vpu.product0_p2[17]`` and
+``vpu.product3_p1[4]`` are ``vpu.product#_p#[#]``): which signals of a unit are hot.
 
 Exit status 2 for a file that is not a placed nextpnr JSON (one line says why).
 """
@@ -28,7 +32,7 @@ from pathlib import Path
 
 import numpy as np
 
-__all__ = ["congestion", "unit_of"]
+__all__ = ["congestion", "net_group", "unit_of"]
 
 BEL = re.compile(r"X(\d+)/Y(\d+)/")
 PREFIXES = ("core.npu.", "core.")      # the board top's hierarchy (hw/board/core.py)
@@ -55,7 +59,21 @@ def unit_of(name: str) -> str:
     return re.split(r"[.$]|__", name)[0] or "(top)"
 
 
-def congestion(design: dict, hot_share: float = 0.01, max_pins: int = 5000) -> dict:
+def net_group(name: str) -> str:
+    """A net's name below the NPU with every number replaced by ``#`` (bit indices, lanes,
+    array positions, Yosys's ``$123`` suffixes dropped), cut to its first two hierarchy
+    levels and 60 characters: nets of one signal across lanes and bits fall in one group."""
+    name = name.lstrip("\\")
+    for prefix in PREFIXES:
+        if name.startswith(prefix):
+            name = name[len(prefix):]
+            break
+    name = re.sub(r"\$\d+", "", name)
+    name = re.sub(r"\d+", "#", name)
+    return ".".join(name.split(".")[:2])[:60]
+
+
+def congestion(design: dict, hot_share: float = 0.01, max_pins: int = 5000, nets: int = 0) -> dict:
     """RUDY map of a placed Yosys/nextpnr JSON ``design``: summary figures, each unit's share
     of the demand in the hottest ``hot_share`` of the used tiles and of the whole chip, the
     cells per unit there, and each unit's placement spread."""
@@ -86,6 +104,7 @@ def congestion(design: dict, hot_share: float = 0.01, max_pins: int = 5000) -> d
     height = max(p[1] for p in pos.values()) + 1
     total = np.zeros((width, height))
     by_unit: dict[str, np.ndarray] = defaultdict(lambda: np.zeros((width, height)))
+    by_group: dict[str, np.ndarray] = defaultdict(lambda: np.zeros((width, height)))
     fanout = []
     for bit, cells in pins.items():
         points = [pos[c] for c in cells if c in pos]
@@ -98,6 +117,8 @@ def congestion(design: dict, hot_share: float = 0.01, max_pins: int = 5000) -> d
         total[x0:x1 + 1, y0:y1 + 1] += density
         name = net_name.get(bit, cells[0])
         by_unit[unit_of(name)][x0:x1 + 1, y0:y1 + 1] += density
+        if nets:
+            by_group[net_group(name)][x0:x1 + 1, y0:y1 + 1] += density
         fanout.append((len(points), name))
     used = total[total > 0]
     threshold = float(np.quantile(used, 1.0 - hot_share))
@@ -117,9 +138,12 @@ def congestion(design: dict, hot_share: float = 0.01, max_pins: int = 5000) -> d
                        "cells": len(spread.get(unit, [])), "cells_in_hot_tiles": cells_hot.get(unit, 0),
                        "median_xy": [int(np.median(at[:, 0])), int(np.median(at[:, 1]))]}
     fanout.sort(reverse=True)
+    groups = sorted(((float(d[hot].sum()) / hot_demand, float(d.sum()) / chip_demand, g)
+                     for g, d in by_group.items()), reverse=True)[:nets]
     return {"grid": [width, height], "rudy_max": float(total.max()), "rudy_mean": float(used.mean()),
             "hot_threshold": threshold, "hot_tiles": len(hot_tiles), "units": units,
-            "largest_fanout": [{"pins": n, "net": name} for n, name in fanout[:5]]}
+            "largest_fanout": [{"pins": n, "net": name} for n, name in fanout[:5]],
+            "net_groups": [{"group": g, "hot_share": h, "chip_share": c} for h, c, g in groups]}
 
 
 def format_report(report: dict, top: int = 10) -> str:
@@ -132,6 +156,10 @@ def format_report(report: dict, top: int = 10) -> str:
         lines.append(f"{unit:<12} {100 * u['hot_share']:8.1f}% {100 * u['chip_share']:9.1f}% {u['cells']:7,} "
                      f"{u['cells_in_hot_tiles']:7,} {u['median_xy'][0]:>5},{u['median_xy'][1]:<5}")
     lines.append("largest fanout: " + "; ".join(f"{f['net']} ({f['pins']} pins)" for f in report["largest_fanout"]))
+    if report.get("net_groups"):
+        lines.append(f"{'net group':<60} {'hot share':>9} {'chip share':>10}")
+        for g in report["net_groups"]:
+            lines.append(f"{g['group']:<60} {100 * g['hot_share']:8.1f}% {100 * g['chip_share']:9.1f}%")
     return "\n".join(lines)
 
 
@@ -141,6 +169,7 @@ def main(argv=None) -> int:
     p.add_argument("--top", type=int, default=10, help="units to list (default 10)")
     p.add_argument("--hot", type=float, default=0.01, help="share of used tiles called hottest (default 0.01)")
     p.add_argument("--max-pins", type=int, default=5000, help="leave out nets with more pins (default 5000)")
+    p.add_argument("--nets", type=int, default=0, help="also list this many net groups by hot share (default 0)")
     p.add_argument("--json", type=Path, help="also write the report as JSON")
     a = p.parse_args(argv)
     if not 0 < a.hot < 1:
@@ -148,7 +177,7 @@ def main(argv=None) -> int:
         return 2
     try:
         design = json.loads(a.placed.read_text())
-        report = congestion(design, a.hot, a.max_pins)
+        report = congestion(design, a.hot, a.max_pins, max(a.nets, 0))
     except (OSError, UnicodeDecodeError, json.JSONDecodeError, ValueError) as e:
         print(f"error: {a.placed}: {str(e).splitlines()[0] if str(e) else type(e).__name__}", file=sys.stderr)
         return 2
