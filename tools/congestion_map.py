@@ -39,6 +39,15 @@ PREFIXES = ("core.npu.", "core.")      # the board top's hierarchy (hw/board/cor
 RAM_PORT = re.compile(r"(\w+)\.(?:\d+\.)*\d+_(DI|DO)[AB]\d+_")     # a DP16KD data port, then more
 
 
+def _below_npu(name: str) -> str:
+    """A flattened name without Yosys's escape and the board top's hierarchy prefix."""
+    name = name.lstrip("\\")
+    for prefix in PREFIXES:
+        if name.startswith(prefix):
+            return name[len(prefix):]
+    return name
+
+
 def unit_of(name: str) -> str:
     """The unit a flattened cell or net name belongs to: its first hierarchy level below the
     NPU (``core.npu.seq.f_valid`` -> ``seq``), or below the board core.
@@ -48,11 +57,7 @@ def unit_of(name: str) -> str:
     that forms IMEM's write data (port DIA9 of one of its DP16KDs: the writer's logic, e.g. the
     precheck), ``imem.0.2_DOA0_LUT4_C_Z...`` one of the logic behind its read data (the
     reader's, e.g. the checker).  Those are told apart as ``imem:write`` and ``imem:read``."""
-    name = name.lstrip("\\")
-    for prefix in PREFIXES:
-        if name.startswith(prefix):
-            name = name[len(prefix):]
-            break
+    name = _below_npu(name)
     ram = RAM_PORT.match(name)
     if ram:
         return f"{ram[1]}:{'write' if ram[2] == 'DI' else 'read'}"
@@ -63,12 +68,7 @@ def net_group(name: str) -> str:
     """A net's name below the NPU with every number replaced by ``#`` (bit indices, lanes,
     array positions, Yosys's ``$123`` suffixes dropped), cut to its first two hierarchy
     levels and 60 characters: nets of one signal across lanes and bits fall in one group."""
-    name = name.lstrip("\\")
-    for prefix in PREFIXES:
-        if name.startswith(prefix):
-            name = name[len(prefix):]
-            break
-    name = re.sub(r"\$\d+", "", name)
+    name = re.sub(r"\$\d+", "", _below_npu(name))
     name = re.sub(r"\d+", "#", name)
     return ".".join(name.split(".")[:2])[:60]
 
