@@ -244,11 +244,14 @@ def _segment(items: list[_Item], limit: int) -> list[tuple]:
     return out
 
 
+def _increments(incs: list) -> dict:
+    """A LOOP's increment fields (name -> value) of per-space increments in ``_SPACES`` order."""
+    return {_INC[_SPACES[s]].name: d or 0 for s, d in enumerate(incs)}
+
+
 def _loop_item(body: list[_Item], count: int, incs: list, intern: _Interner) -> _Item:
     first = body[0].ops[0]
-    values = {"count": count, "body": sum(len(it.ops) for it in body)}
-    for s, d in enumerate(incs):
-        values[_INC[_SPACES[s]].name] = d or 0
+    values = {"count": count, "body": sum(len(it.ops) for it in body), **_increments(incs)}
     loop = Op(make("LOOP", **values), first.layer)
     key = intern(("LOOP", tuple(sorted(values.items())), tuple(it.key for it in body)))
     return _Item([loop] + [op for it in body for op in it.ops], key,
@@ -265,8 +268,7 @@ def _compress(items: list[_Item], limit: int, intern: _Interner, config: NpuConf
             if p == 0:
                 out.append(items[i])
                 continue
-            sweep = {"count": n, **{_INC[_SPACES[k]].name: d or 0 for k, d in enumerate(incs)}}
-            if loop_sweep_error(sweep, config) is not None:
+            if loop_sweep_error({"count": n, **_increments(incs)}, config) is not None:
                 # LOOP's sweep rule (an increment moving an address by the memory's size):
                 # a legal program's addresses never do, so this is a safeguard; unrolled.
                 out += items[i:i + n * p]
