@@ -84,3 +84,12 @@ def test_bad_input_exit_2(tmp_path, capsys, text, why):
     assert tool.main([str(placed)]) == 2
     err = capsys.readouterr().err
     assert why in err and len(err.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize("args, why", [(["--hot", "1.5"], "--hot 1.5"), (["--nets", "-1"], "--nets -1")])
+def test_bad_options_exit_2(tmp_path, capsys, args, why):
+    placed = tmp_path / "placed.json"
+    placed.write_text(json.dumps(_design()))
+    assert tool.main([str(placed), *args]) == 2
+    err = capsys.readouterr().err
+    assert why in err and len(err.strip().splitlines()) == 1

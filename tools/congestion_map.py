@@ -175,9 +175,12 @@ def main(argv=None) -> int:
     if not 0 < a.hot < 1:
         print(f"error: --hot {a.hot}: must be between 0 and 1", file=sys.stderr)
         return 2
+    if a.nets < 0:
+        print(f"error: --nets {a.nets}: must be 0 or more", file=sys.stderr)
+        return 2
     try:
         design = json.loads(a.placed.read_text())
-        report = congestion(design, a.hot, a.max_pins, max(a.nets, 0))
+        report = congestion(design, a.hot, a.max_pins, a.nets)
     except (OSError, UnicodeDecodeError, json.JSONDecodeError, ValueError) as e:
         print(f"error: {a.placed}: {str(e).splitlines()[0] if str(e) else type(e).__name__}", file=sys.stderr)
         return 2
