@@ -305,11 +305,11 @@ class Vpu(wiring.Component):
         v_lo, v_hi = Signal(signed(VALU_FINISH_BITS)), Signal(signed(VALU_FINISH_BITS))
         lo_next, hi_next = valu_bounds(c)
         asr = c.is_valu & (c.op == ValuOp.ARITHMETIC_RIGHT_SHIFT)
+        right_shift = asr | (c.is_valu & (c.op == ValuOp.LOGICAL_RIGHT_SHIFT))
         by_lane, shifted, round_en = Signal(), Signal(), Signal()
         sh_cmd = Signal(6)              # VALU: MUL's shift imm0 & 63, LOGICAL_LEFT_SHIFT's 0
         m.d.sync += [v_lo.eq(lo_next), v_hi.eq(hi_next),
-                     by_lane.eq(asr | (c.is_valu & (c.op == ValuOp.LOGICAL_RIGHT_SHIFT))),
-                     shifted.eq(use_product | asr | (c.is_valu & (c.op == ValuOp.LOGICAL_RIGHT_SHIFT))),
+                     by_lane.eq(right_shift), shifted.eq(use_product | right_shift),
                      round_en.eq(c.rounding | (asr & c.imm0[0])),
                      sh_cmd.eq(Mux(lsl, 0, c.imm0[:6]))]
         for n in range(L):
