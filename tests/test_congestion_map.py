@@ -93,3 +93,60 @@ def test_bad_options_exit_2(tmp_path, capsys, args, why):
     assert tool.main([str(placed), *args]) == 2
     err = capsys.readouterr().err
     assert why in err and len(err.strip().splitlines()) == 1
+
+
+def test_ram_port_nets():
+    # a RAM's own data net (nothing after the port's bit index) and logic named after a port
+    assert tool.unit_of("core.npu.acc.0.0_DOA0[1]") == "acc:read"
+    assert tool.net_group("core.npu.acc.0.0_DOA0[1]") == "acc:read data"
+    assert tool.net_group("core.npu.imem.0.10_DIA9_LUT4_Z_A_CCU2C_S0[2]") == "imem:write"
+
+
+HEAT = ("core.npu.vpu.product0_p2[3],6\n"       # vpu 6 + 2 = 8 of 16
+        "core.npu.vpu.product3_p1[7],2\n"
+        "core.npu.seq.precheck.pre_p1,4\n"      # seq 4
+        "core.npu.acc.1.0_DOB7[2],3\n"          # acc:read 3 (the RAM's data net)
+        "locked_LUT4_D_Z,1\n"                   # (top-level: the board's reset) 1
+        "\n")
+
+
+def test_router_overuse_by_hand():
+    import csv
+    import io
+    report = tool.router_overuse(csv.reader(io.StringIO(HEAT)), nets=2)
+    assert report["total"] == 16
+    assert report["units"] == {"vpu": 0.5, "seq": 0.25, "acc:read": 3 / 16, "locked_LUT4_D_Z": 1 / 16}
+    assert report["net_groups"] == [{"group": "vpu.product#_p#[#]", "share": 0.5},
+                                    {"group": "seq.precheck", "share": 0.25}]
+
+
+def test_cli_heat(tmp_path, capsys):
+    heat = tmp_path / "heat_congestion_by_net_3.csv"
+    heat.write_text(HEAT)
+    assert tool.main(["--heat", str(heat), "--nets", "1", "--json", str(tmp_path / "r.json")]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].startswith("router2: 16 overused")
+    assert lines[2].split() == ["vpu", "50.0%"]
+    assert lines[-1].split() == ["vpu.product#_p#[#]", "50.0%"]
+    assert json.loads((tmp_path / "r.json").read_text())["router_overuse"]["total"] == 16
+    placed = tmp_path / "placed.json"             # both: two reports
+    placed.write_text(json.dumps(_design()))
+    assert tool.main([str(placed), "--heat", str(heat), "--hot", "0.125"]) == 0
+    out = capsys.readouterr().out
+    rudy = out.split("\n\n")[1].splitlines()
+    assert out.startswith("router2: 16") and rudy[2].split()[:2] == ["seq", "72.7%"]
+
+
+@pytest.mark.parametrize("text, why", [("a,b\n", "line 1: expected 'net,count'"), ("", "no overused wires"),
+                                       ("x\n", "line 1")])
+def test_bad_heat_exit_2(tmp_path, capsys, text, why):
+    heat = tmp_path / "heat.csv"
+    heat.write_text(text)
+    assert tool.main(["--heat", str(heat)]) == 2
+    err = capsys.readouterr().err
+    assert why in err and len(err.strip().splitlines()) == 1
+
+
+def test_nothing_to_read_exit_2(capsys):
+    assert tool.main([]) == 2
+    assert "give a placed JSON, a --heat CSV, or both" in capsys.readouterr().err

@@ -19,11 +19,21 @@ them on dedicated resources or they would swamp the map.
 a group being the nets whose names differ only in numbers (``vpu.product0_p2[17]`` and
 ``vpu.product3_p1[4]`` are ``vpu.product#_p#[#]``): which signals of a unit are hot.
 
+RUDY is an estimate.  The router's own account is ``--heat``: nextpnr's router2, run with
+``--router2-heatmap PREFIX``, writes per iteration ``PREFIX_congestion_by_net_<i>.csv`` (each
+net and the number of overused wires it uses: a wire two nets fight over counts for both)::
+
+    python tools/congestion_map.py --heat heat_congestion_by_net_12.csv [--nets 10]
+
+attributes those counts to units and net groups (no placement needed); with a placed JSON as
+well, both reports print.
+
 Exit status 2 for a file that is not a placed nextpnr JSON (one line says why).
 """
 from __future__ import annotations
 
 import argparse
+import csv
 import json
 import re
 import sys
@@ -32,11 +42,11 @@ from pathlib import Path
 
 import numpy as np
 
-__all__ = ["congestion", "net_group", "unit_of"]
+__all__ = ["congestion", "net_group", "router_overuse", "unit_of"]
 
 BEL = re.compile(r"X(\d+)/Y(\d+)/")
 PREFIXES = ("core.npu.", "core.")      # the board top's hierarchy (hw/board/core.py)
-RAM_PORT = re.compile(r"(\w+)\.(?:\d+\.)*\d+_(DI|DO)[AB]\d+_")     # a DP16KD data port, then more
+RAM_PORT = re.compile(r"(\w+)\.(?:\d+\.)*\d+_(DI|DO)[AB]\d+(?=_|\[|$)")  # a DP16KD data port
 
 
 def _below_npu(name: str) -> str:
@@ -67,7 +77,13 @@ def unit_of(name: str) -> str:
 def net_group(name: str) -> str:
     """A net's name below the NPU with every number replaced by ``#`` (bit indices, lanes,
     array positions, Yosys's ``$123`` suffixes dropped), cut to its first two hierarchy
-    levels and 60 characters: nets of one signal across lanes and bits fall in one group."""
+    levels and 60 characters: nets of one signal across lanes and bits fall in one group.
+    A block RAM's own data nets (``acc.0.1_DOA3[2]``) are ``acc:read data``; the logic
+    named after such a port is its unit's (``imem:write``, :func:`unit_of`)."""
+    ram = RAM_PORT.match(_below_npu(name))
+    if ram:
+        rest = _below_npu(name)[ram.end():]
+        return unit_of(name) + (" data" if not rest.strip("[]0123456789") else "")
     name = re.sub(r"\$\d+", "", _below_npu(name))
     name = re.sub(r"\d+", "#", name)
     return ".".join(name.split(".")[:2])[:60]
@@ -146,6 +162,36 @@ def congestion(design: dict, hot_share: float = 0.01, max_pins: int = 5000, nets
             "net_groups": [{"group": g, "hot_share": h, "chip_share": c} for h, c, g in groups]}
 
 
+def router_overuse(rows, nets: int = 0) -> dict:
+    """Router2's overused wires per unit and net group, from the rows of a
+    ``*_congestion_by_net_<i>.csv`` heatmap (``name,count``; anything else is an error)."""
+    units: Counter = Counter()
+    groups: Counter = Counter()
+    for line, row in enumerate(rows, 1):
+        if not row or not "".join(row).strip():
+            continue
+        name, count = row[0], (row[1].strip() if len(row) > 1 else "")
+        if not count.isdigit():
+            raise ValueError(f"line {line}: expected 'net,count', got {','.join(row)[:60]!r}")
+        units[unit_of(name)] += int(count)
+        groups[net_group(name)] += int(count)
+    total = sum(units.values())
+    if not total:
+        raise ValueError("no overused wires: not a router2 congestion-by-net heatmap, or routing converged")
+    return {"total": total, "units": {u: n / total for u, n in units.most_common()},
+            "net_groups": [{"group": g, "share": n / total} for g, n in groups.most_common(nets)]}
+
+
+def format_overuse(report: dict, top: int = 10) -> str:
+    lines = [f"router2: {report['total']:,} overused wire uses (a wire counts once per net on it)",
+             f"{'unit':<16} {'share':>6}"]
+    lines += [f"{u:<16} {100 * s:5.1f}%" for u, s in list(report["units"].items())[:top]]
+    if report["net_groups"]:
+        lines.append(f"{'net group':<60} {'share':>6}")
+        lines += [f"{g['group']:<60} {100 * g['share']:5.1f}%" for g in report["net_groups"]]
+    return "\n".join(lines)
+
+
 def format_report(report: dict, top: int = 10) -> str:
     w, h = report["grid"]
     lines = [f"grid {w} x {h} tiles; RUDY max {report['rudy_max']:.1f}, mean over used tiles "
@@ -165,7 +211,8 @@ def format_report(report: dict, top: int = 10) -> str:
 
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(prog="congestion_map", description=__doc__.split("\n")[0])
-    p.add_argument("placed", type=Path, help="placed nextpnr JSON (--write)")
+    p.add_argument("placed", type=Path, nargs="?", help="placed nextpnr JSON (--write)")
+    p.add_argument("--heat", type=Path, help="router2's congestion-by-net heatmap CSV (--router2-heatmap)")
     p.add_argument("--top", type=int, default=10, help="units to list (default 10)")
     p.add_argument("--hot", type=float, default=0.01, help="share of used tiles called hottest (default 0.01)")
     p.add_argument("--max-pins", type=int, default=5000, help="leave out nets with more pins (default 5000)")
@@ -178,15 +225,28 @@ def main(argv=None) -> int:
     if a.nets < 0:
         print(f"error: --nets {a.nets}: must be 0 or more", file=sys.stderr)
         return 2
-    try:
-        design = json.loads(a.placed.read_text())
-        report = congestion(design, a.hot, a.max_pins, a.nets)
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError, ValueError) as e:
-        print(f"error: {a.placed}: {str(e).splitlines()[0] if str(e) else type(e).__name__}", file=sys.stderr)
+    if a.placed is None and a.heat is None:
+        print("error: give a placed JSON, a --heat CSV, or both", file=sys.stderr)
         return 2
-    print(format_report(report, a.top))
+    report = {}
+    for path, name in ((a.heat, "router_overuse"), (a.placed, "rudy")):
+        if path is None:
+            continue
+        try:
+            if name == "rudy":
+                report[name] = congestion(json.loads(path.read_text()), a.hot, a.max_pins, a.nets)
+            else:
+                with path.open(newline="") as f:
+                    report[name] = router_overuse(csv.reader(f), a.nets)
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError, csv.Error, ValueError) as e:
+            print(f"error: {path}: {str(e).splitlines()[0] if str(e) else type(e).__name__}", file=sys.stderr)
+            return 2
+    print("\n\n".join(format_overuse(r, a.top) if n == "router_overuse" else format_report(r, a.top)
+                      for n, r in report.items()))
     if a.json:
-        a.json.write_text(json.dumps(report, indent=1) + "\n")
+        # one report keeps its old shape (the RUDY report's keys at the top level)
+        a.json.write_text(json.dumps(report.get("rudy", report) if len(report) == 1 and "rudy" in report
+                                     else report, indent=1) + "\n")
     return 0
 
 
