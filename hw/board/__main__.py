@@ -27,7 +27,7 @@ def main(argv=None) -> int:
     b.add_argument("--mem-kib", type=int, help="board memory in KiB, a power of two "
                    "(default: ulx3s 32 with the NPU, 128 for the bridge; icebreaker 8)")
     b.add_argument("--nextpnr-opts", default=None, metavar="OPTS",
-                   help="nextpnr options in place of the board's (ulx3s: \"--placer static --router "
+                   help="nextpnr options in place of the board's (ulx3s: \"--placer static --no-tmdriv --router "
                    "router2\"; icebreaker: none), e.g. \"--router router1\"")
     b.add_argument("--out", type=Path, default=Path("build/board"), help="build root (default build/board)")
     args = parser.parse_args(argv)

@@ -53,8 +53,10 @@ BOARDS = {
                        {"LUT": "TRELLIS_COMB", "FF": "TRELLIS_FF", "DSP": "MULT18X18D", "BRAM": "DP16KD"},
                        # The analytic (HeAP) placement of the 4x4 NPU left both routers stalled
                        # at ~10,000 overused wires; the electrostatic placer's routes far
-                       # further with router2 (docs/fpga.md, "The static placer").
-                       nextpnr_opts="--placer static --router router2"),
+                       # further with router2 (docs/fpga.md, "The static placer"), and further
+                       # still without timing-driven net weights, which only pack the dense
+                       # vector unit tighter at these clocks ("Placement without timing weights").
+                       nextpnr_opts="--placer static --no-tmdriv --router router2"),
     # On the UP5K a logic cell is one LUT4 and one flip-flop: LUT and FF share ICESTORM_LC.
     "icebreaker": BoardSpec("icebreaker", IcebreakerTop, 24.0, {"npu": 8 * 1024, "bridge": 8 * 1024}, "up5k",
                             {"LUT": "ICESTORM_LC", "FF": "ICESTORM_LC", "DSP": "ICESTORM_DSP",
