@@ -8,7 +8,8 @@
 #   make bitstream BOARD=icebreaker DESIGN=bridge   FPGA bitstream (YoWASP; build/board/<board>/),
 #                              BOARD=ulx3s|icebreaker, DESIGN=npu|bridge, BOARD_CONFIG=<name>,
 #                              FREQ=<MHz>, MEM_KIB=<board memory>,
-#                              NEXTPNR_OPTS="--router router2" (extra nextpnr options)
+#                              NEXTPNR_OPTS="--router router2" (nextpnr options in place of the
+#                              board's), SEEDS=1,7,13 (seeds tried while router2 stalls)
 #   make docs                  regenerate generated documentation and headers
 #   make conformance-full      the official generator's whole TOSA 1.0 PRO-INT listing (both seeds,
 #                              ~20,000 tests a seed) into build/conformance/full, one resumable
@@ -76,7 +77,7 @@ BOARD_CONFIG ?=
 bitstream:
 	$(PYTHON) -m hw.board build --board $(BOARD) --design $(DESIGN) $(if $(BOARD_CONFIG),--config $(BOARD_CONFIG)) \
 		$(if $(FREQ),--freq $(FREQ)) $(if $(MEM_KIB),--mem-kib $(MEM_KIB)) \
-		$(if $(NEXTPNR_OPTS),--nextpnr-opts "$(NEXTPNR_OPTS)")
+		$(if $(NEXTPNR_OPTS),--nextpnr-opts "$(NEXTPNR_OPTS)") $(if $(SEEDS),--seeds $(SEEDS))
 
 docs:
 	$(PYTHON) -m isa.generate

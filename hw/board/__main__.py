@@ -14,6 +14,14 @@ from hw.board.build import BOARDS, BuildError, build_board
 from hw.board.top import DESIGNS
 
 
+def _seeds(text: str) -> tuple:
+    try:
+        seeds = tuple(int(x) for x in text.split(","))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected seeds like 1,7,13") from None
+    return seeds
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="python -m hw.board", description=__doc__.split("\n")[0])
     sub = parser.add_subparsers(dest="command", required=True)
@@ -29,12 +37,19 @@ def main(argv=None) -> int:
     b.add_argument("--nextpnr-opts", default=None, metavar="OPTS",
                    help="nextpnr options in place of the board's (ulx3s: \"--placer static --no-tmdriv --router "
                    "router2\"; icebreaker: none), e.g. \"--router router1\"")
+    b.add_argument("--seeds", type=_seeds, default=None, metavar="N,N,...",
+                   help="nextpnr seeds to try in turn while router2 stalls (a run is stopped after "
+                   "--patience iterations without a new low of overused wires; ulx3s default 1,7,13)")
+    b.add_argument("--patience", type=int, default=12, metavar="ITERATIONS",
+                   help="router2 iterations without progress before a run is stopped (default 12)")
     b.add_argument("--out", type=Path, default=Path("build/board"), help="build root (default build/board)")
     args = parser.parse_args(argv)
+    if args.patience < 1:
+        parser.error(f"--patience {args.patience}: must be 1 or more")
     try:
         report = build_board(args.board, args.config, args.design, args.freq,
                              args.mem_kib * 1024 if args.mem_kib else None, args.out,
-                             nextpnr_opts=args.nextpnr_opts)
+                             nextpnr_opts=args.nextpnr_opts, seeds=args.seeds, patience=args.patience)
     except ValueError as e:
         print(f"error: {e}", file=sys.stderr)
         return 3

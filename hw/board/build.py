@@ -21,6 +21,7 @@ from pathlib import Path
 
 from isa.config import NAMED_CONFIGS, NpuConfig
 from hw.synth.report import summarize_pnr
+from hw.board.router_watch import run_watched
 from hw.board.top import IcebreakerTop, Ulx3sTop, board_config, uart_divisor
 
 __all__ = ["BOARDS", "BoardSpec", "BuildError", "BuildReport", "build_board", "nextpnr_command_options", "tool_env"]
@@ -36,6 +37,7 @@ class BoardSpec:
     # nextpnr's resource names for the summary: LUT, FF, DSP, BRAM
     resources: dict
     nextpnr_opts: str = ""   # the board's default nextpnr options (docs/fpga.md says why)
+    seeds: tuple = ()        # nextpnr seeds tried in turn while router2 stalls (router_watch.py)
 
     def platform(self):
         if self.name == "ulx3s":
@@ -56,7 +58,11 @@ BOARDS = {
                        # further with router2 (docs/fpga.md, "The static placer"), and further
                        # still without timing-driven net weights, which only pack the dense
                        # vector unit tighter at these clocks ("Placement without timing weights").
-                       nextpnr_opts="--placer static --no-tmdriv --router router2"),
+                       nextpnr_opts="--placer static --no-tmdriv --router router2",
+                       # router2 plateaus on some placements and routes others of the same
+                       # netlist: a stalled run is stopped and the next seed tried
+                       # (docs/fpga.md, "Seeds").
+                       seeds=(1, 7, 13)),
     # On the UP5K a logic cell is one LUT4 and one flip-flop: LUT and FF share ICESTORM_LC.
     "icebreaker": BoardSpec("icebreaker", IcebreakerTop, 24.0, {"npu": 8 * 1024, "bridge": 8 * 1024}, "up5k",
                             {"LUT": "ICESTORM_LC", "FF": "ICESTORM_LC", "DSP": "ICESTORM_DSP",
@@ -91,6 +97,8 @@ class BuildReport:
     summary: dict = field(default_factory=dict)         # LUT/FF/DSP/BRAM -> (used, available)
     bitstream: Path | None = None
     seconds: float = 0.0
+    seed: int | None = None                              # nextpnr's --seed of the run that routed
+    stalled: list = field(default_factory=list)         # "seed N: why" per run stopped before it
     critical_paths: list = field(default_factory=list)  # hw/synth/report.py summarize_pnr's
 
     def lines(self) -> list[str]:
@@ -104,6 +112,9 @@ class BuildReport:
         for cp in self.critical_paths:
             out.append(f"  critical path {cp['delay_ns']:.2f} ns, {cp['logic_levels']} logic levels: "
                        f"{cp['from']} -> {cp['to']}")
+        if self.seed is not None or self.stalled:
+            out.append(f"  nextpnr seed {self.seed}" + (f" (stopped before: {'; '.join(self.stalled)})"
+                                                         if self.stalled else ""))
         out.append(f"  bitstream {self.bitstream}" if self.bitstream else "  no bitstream")
         return out
 
@@ -123,10 +134,14 @@ def tool_env(base: dict | None = None) -> dict:
 
 def build_board(board: str, config_name: str | None = None, design: str = "npu",
                 freq_mhz: float | None = None, mem_bytes: int | None = None,
-                root: Path = Path("build/board"), log=print, nextpnr_opts: str | None = None) -> BuildReport:
+                root: Path = Path("build/board"), log=print, nextpnr_opts: str | None = None,
+                seeds: tuple | None = None, patience: int = 12) -> BuildReport:
     """Build the bitstream of ``design`` for ``board``; returns the report, BuildError if it fails.
 
     ``nextpnr_opts`` replaces the board's own nextpnr options (:func:`nextpnr_command_options`).
+    With router2, nextpnr is stopped once ``patience`` iterations pass without a new lowest
+    count of overused wires, and run again (Yosys's netlist kept) with the next of ``seeds``
+    (default: the board's; none, or options that name a ``--seed``: one run, nextpnr's seed).
     """
     if board not in BOARDS:
         raise ValueError(f"unknown board {board!r} (choose from {', '.join(BOARDS)})")
@@ -149,14 +164,37 @@ def build_board(board: str, config_name: str | None = None, design: str = "npu",
     env = tool_env()
     os.environ["AMARANTH_USE_YOSYS"] = env["AMARANTH_USE_YOSYS"]   # elaboration uses Amaranth's own Yosys
     start = time.monotonic()
-    plan = spec.platform().prepare(top, name=NAME, nextpnr_opts=nextpnr_command_options(spec, nextpnr_opts))
-    plan.extract(directory)
-    for stale in ("report.json", f"{NAME}.bit", f"{NAME}.bin"):
-        (directory / stale).unlink(missing_ok=True)
+    opts = nextpnr_command_options(spec, nextpnr_opts)
+    tries = tuple(spec.seeds if seeds is None else seeds)
+    if not tries or "--seed" in opts.split():
+        tries = (None,)
     log(f"building {board} {design} ({config_name}, {target:.2f} MHz, UART divisor {top.divisor}) in {directory}")
-    with open(directory / "build.log", "w") as out:
-        proc = subprocess.run(["sh", f"build_{NAME}.sh"], cwd=directory, env=env, stdout=out,
-                              stderr=subprocess.STDOUT)
+    def with_seed(seed):
+        return opts + (f" --seed {seed}" if seed is not None else "")
+
+    plan = spec.platform().prepare(top, name=NAME, nextpnr_opts=with_seed(tries[0]))
+    plan.extract(directory)
+    script = directory / f"build_{NAME}.sh"
+    for attempt, seed in enumerate(tries):
+        if attempt:     # the same plan with the next seed (preparing it again takes longer than Yosys's part)
+            text = script.read_text()
+            assert text.count(with_seed(tries[attempt - 1])) == 1, "nextpnr's options not found in the build script"
+            script.write_text(text.replace(with_seed(tries[attempt - 1]), with_seed(seed)))
+        for stale in ("report.json", f"{NAME}.bit", f"{NAME}.bin", f"{NAME}.tim"):
+            (directory / stale).unlink(missing_ok=True)
+        run_env = dict(env, YOSYS="true") if attempt else env     # the netlist of the first run serves
+        with open(directory / "build.log", "a" if attempt else "w") as out:
+            if "router2" in opts.split():
+                returncode, stalled = run_watched(["sh", f"build_{NAME}.sh"], directory, run_env, out,
+                                                  directory / f"{NAME}.tim", patience)
+            else:
+                returncode, stalled = subprocess.run(["sh", f"build_{NAME}.sh"], cwd=directory, env=run_env,
+                                                     stdout=out, stderr=subprocess.STDOUT).returncode, None
+        report.seed = seed
+        if stalled is None:
+            break
+        report.stalled.append(f"seed {seed}: {stalled}")
+        log(f"  seed {seed}: {stalled}" + ("; next seed" if attempt + 1 < len(tries) else ""))
     report.seconds = time.monotonic() - start
     def read(name):
         path = directory / name
@@ -173,8 +211,12 @@ def build_board(board: str, config_name: str | None = None, design: str = "npu",
     else:
         report.utilisation = _log_utilisation(text)
     report.summary = _summary(spec, report.utilisation, yosys_log)
-    if proc.returncode != 0:
-        raise BuildError(_failure(board, text, report, directory, proc.returncode))
+    if stalled is not None:
+        report.seed = None
+        raise BuildError(f"routing did not converge with any seed tried ({'; '.join(report.stalled)}); "
+                         f"nextpnr's log: {directory / (NAME + '.tim')}")
+    if returncode != 0:
+        raise BuildError(_failure(board, text, report, directory, returncode))
     for ext in ("bit", "bin"):
         if (directory / f"{NAME}.{ext}").exists():
             report.bitstream = directory / f"{NAME}.{ext}"
