@@ -23,15 +23,21 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["ITERATION", "Plateau", "run_watched"]
+__all__ = ["ITERATION", "NEAR", "Plateau", "run_watched"]
 
 ITERATION = re.compile(r"iter=(\d+)\s+wires=\d+\s+overused=(\d+)")
+
+
+NEAR = 100      # below this many overused wires the router is in its end game: twice the patience
 
 
 @dataclass
 class Plateau:
     """Router2's progress: the lowest overused-wire count so far and the iteration it came at.
-    ``update`` says whether ``patience`` iterations have passed since that low (a stall)."""
+    ``update`` says whether ``patience`` iterations have passed since that low (a stall), or
+    twice that once the low is under :data:`NEAR`: the last few wires come slowly (the run
+    that routed went from 2 to 1 overused wires in 10 iterations, then to 0 in 3), while a
+    plateau sits in the hundreds or thousands."""
     patience: int
     best: int | None = None
     best_iteration: int = 0
@@ -41,7 +47,8 @@ class Plateau:
         self.iteration = iteration
         if self.best is None or overused < self.best:
             self.best, self.best_iteration = overused, iteration
-        return self.best > 0 and iteration - self.best_iteration >= self.patience
+        limit = self.patience * (2 if self.best < NEAR else 1)
+        return self.best > 0 and iteration - self.best_iteration >= limit
 
     def why(self) -> str:
         return (f"router2 stalled at {self.best:,} overused wires (iteration {self.best_iteration}; "
