@@ -51,6 +51,16 @@ def test_cli_errors(capsys):
     assert "cannot make" in capsys.readouterr().err
     assert main(["build", "--board", "icebreaker", "--mem-kib", "3"]) == 3
     assert "power of two" in capsys.readouterr().err
+    for bad in (["--seeds", "1,x"], ["--patience", "0"]):
+        with pytest.raises(SystemExit) as e:
+            main(["build", "--board", "ulx3s", *bad])
+        assert e.value.code == 2
+        assert bad[1] in capsys.readouterr().err
+
+
+def test_seeds_option():
+    from hw.board.__main__ import _seeds
+    assert _seeds("default,7,13") == (None, 7, 13) and _seeds("5") == (5,)
 
 
 LOG = """\

@@ -112,7 +112,8 @@ def test_build_tries_the_next_seed_after_a_stall(tmp_path, monkeypatch):
     assert report.stalled == ["seed 1: router2 stalled at 200 overused wires (iteration 2; "
                               "no lower count in the 3 iterations after)"]
     assert any(line.startswith("  nextpnr seed 7 (stopped before: seed 1: router2 stalled") for line in report.lines())
-    with pytest.raises(BuildError, match=r"routing did not converge with any seed tried \(seed 1: .*; seed 3: "):
+    with pytest.raises(BuildError, match=r"routing did not converge with any seed tried \(default seed: .*; seed 3: "):
         build_board("ulx3s", "small", "bridge", 20, 4 * 1024, tmp_path / "out", log=lambda s: None,
-                    seeds=(1, 3), patience=3)
+                    seeds=(None, 3), patience=3)
+    assert (folder / "nextpnr_runs.txt").read_text().split() == ["1", "7", "none", "3"]
     assert "--seed 3" in (folder / "build_top.sh").read_text()      # the plan's script, seed by seed

@@ -15,11 +15,11 @@ from hw.board.top import DESIGNS
 
 
 def _seeds(text: str) -> tuple:
+    """``default,7,13``: nextpnr's own seed (no ``--seed``), then seeds 7 and 13."""
     try:
-        seeds = tuple(int(x) for x in text.split(","))
+        return tuple(None if x == "default" else int(x) for x in text.split(","))
     except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r}: expected seeds like 1,7,13") from None
-    return seeds
+        raise argparse.ArgumentTypeError(f"{text!r}: expected seeds like default,7,13") from None
 
 
 def main(argv=None) -> int:
@@ -39,7 +39,8 @@ def main(argv=None) -> int:
                    "router2\"; icebreaker: none), e.g. \"--router router1\"")
     b.add_argument("--seeds", type=_seeds, default=None, metavar="N,N,...",
                    help="nextpnr seeds to try in turn while router2 stalls (a run is stopped after "
-                   "--patience iterations without a new low of overused wires; ulx3s default 1,7,13)")
+                   "--patience iterations without a new low of overused wires; default is nextpnr's own seed; "
+                   "ulx3s default: default,7,13)")
     b.add_argument("--patience", type=int, default=12, metavar="ITERATIONS",
                    help="router2 iterations without progress before a run is stopped (default 12)")
     b.add_argument("--out", type=Path, default=Path("build/board"), help="build root (default build/board)")

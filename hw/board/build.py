@@ -37,7 +37,8 @@ class BoardSpec:
     # nextpnr's resource names for the summary: LUT, FF, DSP, BRAM
     resources: dict
     nextpnr_opts: str = ""   # the board's default nextpnr options (docs/fpga.md says why)
-    seeds: tuple = ()        # nextpnr seeds tried in turn while router2 stalls (router_watch.py)
+    seeds: tuple = ()        # nextpnr seeds tried in turn while router2 stalls (router_watch.py);
+                             # None: nextpnr's own default
 
     def platform(self):
         if self.name == "ulx3s":
@@ -62,7 +63,7 @@ BOARDS = {
                        # router2 plateaus on some placements and routes others of the same
                        # netlist: a stalled run is stopped and the next seed tried
                        # (docs/fpga.md, "Seeds").
-                       seeds=(1, 7, 13)),
+                       seeds=(None, 7, 13)),
     # On the UP5K a logic cell is one LUT4 and one flip-flop: LUT and FF share ICESTORM_LC.
     "icebreaker": BoardSpec("icebreaker", IcebreakerTop, 24.0, {"npu": 8 * 1024, "bridge": 8 * 1024}, "up5k",
                             {"LUT": "ICESTORM_LC", "FF": "ICESTORM_LC", "DSP": "ICESTORM_DSP",
@@ -113,8 +114,8 @@ class BuildReport:
             out.append(f"  critical path {cp['delay_ns']:.2f} ns, {cp['logic_levels']} logic levels: "
                        f"{cp['from']} -> {cp['to']}")
         if self.seed is not None or self.stalled:
-            out.append(f"  nextpnr seed {self.seed}" + (f" (stopped before: {'; '.join(self.stalled)})"
-                                                         if self.stalled else ""))
+            out.append(f"  nextpnr {seed_label(self.seed)}" + (f" (stopped before: {'; '.join(self.stalled)})"
+                                                               if self.stalled else ""))
         out.append(f"  bitstream {self.bitstream}" if self.bitstream else "  no bitstream")
         return out
 
@@ -193,8 +194,8 @@ def build_board(board: str, config_name: str | None = None, design: str = "npu",
         report.seed = seed
         if stalled is None:
             break
-        report.stalled.append(f"seed {seed}: {stalled}")
-        log(f"  seed {seed}: {stalled}" + ("; next seed" if attempt + 1 < len(tries) else ""))
+        report.stalled.append(f"{seed_label(seed)}: {stalled}")
+        log(f"  {seed_label(seed)}: {stalled}" + ("; next seed" if attempt + 1 < len(tries) else ""))
     report.seconds = time.monotonic() - start
     def read(name):
         path = directory / name
@@ -222,6 +223,10 @@ def build_board(board: str, config_name: str | None = None, design: str = "npu",
             report.bitstream = directory / f"{NAME}.{ext}"
     (directory / "summary.txt").write_text("\n".join(report.lines()) + "\n")
     return report
+
+
+def seed_label(seed: int | None) -> str:
+    return "default seed" if seed is None else f"seed {seed}"
 
 
 def nextpnr_command_options(spec: BoardSpec, nextpnr_opts: str | None = None) -> str:
