@@ -170,6 +170,7 @@ def build_board(board: str, config_name: str | None = None, design: str = "npu",
     if not tries or "--seed" in opts.split():
         tries = (None,)
     log(f"building {board} {design} ({config_name}, {target:.2f} MHz, UART divisor {top.divisor}) in {directory}")
+
     def with_seed(seed):
         return opts + (f" --seed {seed}" if seed is not None else "")
 
@@ -179,7 +180,8 @@ def build_board(board: str, config_name: str | None = None, design: str = "npu",
     for attempt, seed in enumerate(tries):
         if attempt:     # the same plan with the next seed (preparing it again takes longer than Yosys's part)
             text = script.read_text()
-            assert text.count(with_seed(tries[attempt - 1])) == 1, "nextpnr's options not found in the build script"
+            if text.count(with_seed(tries[attempt - 1])) != 1:
+                raise BuildError(f"nextpnr's options not found once in {script}: cannot change the seed")
             script.write_text(text.replace(with_seed(tries[attempt - 1]), with_seed(seed)))
         for stale in ("report.json", f"{NAME}.bit", f"{NAME}.bin", f"{NAME}.tim"):
             (directory / stale).unlink(missing_ok=True)
