@@ -80,11 +80,11 @@ def net_group(name: str) -> str:
     levels and 60 characters: nets of one signal across lanes and bits fall in one group.
     A block RAM's own data nets (``acc.0.1_DOA3[2]``) are ``acc:read data``; the logic
     named after such a port is its unit's (``imem:write``, :func:`unit_of`)."""
-    ram = RAM_PORT.match(_below_npu(name))
+    below = _below_npu(name)
+    ram = RAM_PORT.match(below)
     if ram:
-        rest = _below_npu(name)[ram.end():]
-        return unit_of(name) + (" data" if not rest.strip("[]0123456789") else "")
-    name = re.sub(r"\$\d+", "", _below_npu(name))
+        return unit_of(name) + (" data" if not below[ram.end():].strip("[]0123456789") else "")
+    name = re.sub(r"\$\d+", "", below)
     name = re.sub(r"\d+", "#", name)
     return ".".join(name.split(".")[:2])[:60]
 
@@ -228,25 +228,27 @@ def main(argv=None) -> int:
     if a.placed is None and a.heat is None:
         print("error: give a placed JSON, a --heat CSV, or both", file=sys.stderr)
         return 2
-    report = {}
-    for path, name in ((a.heat, "router_overuse"), (a.placed, "rudy")):
+    def heat(path):
+        with path.open(newline="") as f:
+            return router_overuse(csv.reader(f), a.nets)
+
+    def rudy(path):
+        return congestion(json.loads(path.read_text()), a.hot, a.max_pins, a.nets)
+
+    report, text = {}, []
+    for key, path, read, fmt in (("router_overuse", a.heat, heat, format_overuse),
+                                 ("rudy", a.placed, rudy, format_report)):
         if path is None:
             continue
         try:
-            if name == "rudy":
-                report[name] = congestion(json.loads(path.read_text()), a.hot, a.max_pins, a.nets)
-            else:
-                with path.open(newline="") as f:
-                    report[name] = router_overuse(csv.reader(f), a.nets)
+            report[key] = read(path)
         except (OSError, UnicodeDecodeError, json.JSONDecodeError, csv.Error, ValueError) as e:
             print(f"error: {path}: {str(e).splitlines()[0] if str(e) else type(e).__name__}", file=sys.stderr)
             return 2
-    print("\n\n".join(format_overuse(r, a.top) if n == "router_overuse" else format_report(r, a.top)
-                      for n, r in report.items()))
-    if a.json:
-        # one report keeps its old shape (the RUDY report's keys at the top level)
-        a.json.write_text(json.dumps(report.get("rudy", report) if len(report) == 1 and "rudy" in report
-                                     else report, indent=1) + "\n")
+        text.append(fmt(report[key], a.top))
+    print("\n\n".join(text))
+    if a.json:      # the RUDY report alone keeps its old shape (its keys at the top level)
+        a.json.write_text(json.dumps(report if a.heat else report["rudy"], indent=1) + "\n")
     return 0
 
 
