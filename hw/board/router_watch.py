@@ -70,8 +70,6 @@ def run_watched(cmd: list[str], cwd: Path, env: dict, out, log_path: Path, patie
         done = proc.poll() is not None
         if log_path.exists():
             with open(log_path, errors="replace") as f:
-                if f.seek(0, os.SEEK_END) < offset:       # a new log (an earlier step's file replaced)
-                    offset, pending = 0, ""
                 f.seek(offset)
                 pending += f.read()
                 offset = f.tell()
