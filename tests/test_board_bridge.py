@@ -183,10 +183,11 @@ def test_bridge_requests():
     run_bridge(script)
 
 
-@pytest.mark.parametrize("latency", [1, 3])
+@pytest.mark.parametrize("latency", [1, 2, 3])
 def test_extmem_npu_timing(latency):
     """NPU reads return exactly mem_latency cycles after acceptance with the memory as it was
-    then; the bridge port is granted only in cycles without an NPU request."""
+    then; the bridge port is granted only in cycles in which the ports carry no NPU request:
+    the cycle without a request (latency 1) or the one after it (the request register)."""
     import dataclasses
 
     cfg = dataclasses.replace(SMALL_CONFIG, mem_latency=latency)
@@ -195,7 +196,7 @@ def test_extmem_npu_timing(latency):
 
     async def bench(ctx):
         bus, host = dut.bus, dut.host
-        ctx.set(host.valid, 1)              # the bridge asks all the time
+        ctx.set(host.valid, 0)              # the bridge asks from cycle 1 until granted
         ctx.set(host.we, 1)
         ctx.set(host.addr, 9)
         ctx.set(host.wdata, 0xAB)
@@ -203,6 +204,8 @@ def test_extmem_npu_timing(latency):
                   ("r", 8, 0, 0), (None, 0, 0, 0), ("r", 8, 0, 0)]
         for cycle in range(len(script) + latency + 2):
             op = script[cycle] if cycle < len(script) else (None, 0, 0, 0)
+            if cycle == 1:
+                ctx.set(host.valid, 1)
             ctx.set(bus.req_valid, op[0] is not None)
             ctx.set(bus.req_we, op[0] == "w")
             ctx.set(bus.req_addr, op[1])
@@ -210,8 +213,9 @@ def test_extmem_npu_timing(latency):
             ctx.set(bus.req_be, op[3])
             log.append((cycle, ctx.get(bus.req_ready), ctx.get(host.ready),
                         ctx.get(bus.resp_valid), ctx.get(bus.resp_rdata)))
+            granted = ctx.get(host.ready)
             await ctx.tick()
-            if cycle == 4:
+            if granted:                     # the bridge holds its request until granted
                 ctx.set(host.valid, 0)
 
     sim = Simulator(dut)
@@ -219,7 +223,7 @@ def test_extmem_npu_timing(latency):
     sim.add_testbench(bench)
     sim.run()
     assert all(ready for _, ready, *_ in log)
-    assert [c for c, _, granted, *_ in log if granted] == [4]          # the one free cycle
+    assert [c for c, _, granted, *_ in log if granted] == [4 if latency == 1 else 5]   # the one free cycle
     responses = [(c, data) for c, _, _, valid, data in log if valid]
     # the host wrote 0xAB into byte 1 of word 2 in cycle 4 (address 9)
     assert responses == [(1 + latency, 0x11223344), (3 + latency, 0x11663388), (5 + latency, 0x1166AB88)]

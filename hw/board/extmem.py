@@ -5,12 +5,22 @@ read port, both synchronous: the shape every FPGA block RAM has (ECP5 DP16KD, iC
 SB_RAM40_4K), so Yosys maps it to block RAM, never to flip-flops.
 
 Sharing.  The NPU owns the memory: its requests are always accepted (``req_ready`` is 1) and
-use both ports in the cycle they are made, exactly like the simulation memory model
-(hw/harness/tb/tb_top.sv), so the ISA simulator's cycle counts hold on the board to the
-cycle.  The bridge gets the ports in the cycles in which the NPU makes no request (a granted
-bridge access takes one cycle; the NPU leaves most cycles free, and when it is stopped all of
-them).  The host may therefore read memory while a program runs; it must not write memory the
-running program uses (the NPU would see the write at an arbitrary point of its run).
+return exactly as in the simulation memory model (hw/harness/tb/tb_top.sv), so the ISA
+simulator's cycle counts hold on the board to the cycle.  The bridge gets the ports in the
+cycles in which they carry no NPU request (a granted bridge access takes one cycle; the NPU
+leaves most cycles free, and when it is stopped all of them).  The host may therefore read
+memory while a program runs; it must not write memory the running program uses (the NPU
+would see the write at an arbitrary point of its run).
+
+Request register.  With ``mem_latency >= 2`` the NPU's request is registered before it
+reaches the block RAM, and one response stage fewer follows the read, so reads still return
+``mem_latency`` cycles after the request with the memory as it was then.  Why: the NPU's
+request is combinational from deep logic (the sequencer's fetch, decided by a branch
+condition read from ACC; the DMA's address and store data), and the board memory's block
+RAMs sit far from it.  Unregistered, ACC's block RAM -> branch condition -> fetch request
+-> this memory's address was the ULX3S NPU's critical path (43.9 ns post-route, 16 logic
+levels, 13 ns of it routing to this memory; docs/fpga.md).  With ``mem_latency == 1`` there
+is no cycle to spare and the request drives the ports directly.
 """
 from __future__ import annotations
 
@@ -72,12 +82,14 @@ class ExtMem(wiring.Component):
     Ports
     -----
     bus : In(ExtBusSignature(config))
-        The NPU's bus.  A read accepted in cycle c returns in cycle c + mem_latency: the block
-        RAM's read register gives the word in c + 1 and ``mem_latency - 1`` pipeline
-        registers delay it.  The word is the memory's content at cycle c (a write in cycle c
-        is seen by a read in c + 1), as in the simulation model.
+        The NPU's bus.  A read accepted in cycle c returns in cycle c + mem_latency: the
+        request register (``mem_latency >= 2``) holds it in c + 1, the block RAM's read
+        register gives the word one cycle after the read, and pipeline registers delay it
+        for the rest.  The word is the memory's content at cycle c (a write in cycle c is
+        seen by a read in c + 1), as in the simulation model: requests reach the block RAM
+        in order, each one cycle late.
     host : In(ByteBusSignature(log2(mem_bytes)))
-        The bridge's byte port, granted when ``bus.req_valid`` is low.
+        The bridge's byte port, granted in a cycle in which the ports carry no NPU request.
     """
 
     def __init__(self, config: NpuConfig, mem_bytes: int):
@@ -102,23 +114,30 @@ class ExtMem(wiring.Component):
         wr = mem.write_port(granularity=8)
         rd = mem.read_port()
 
-        npu_word = bus.req_addr[lane_bits:lane_bits + word_bits] if word_bits else 0
+        # the NPU's request as the ports see it: registered (mem_latency >= 2) or direct
+        registered = cfg.mem_latency >= 2
+        req = {name: getattr(bus, f"req_{name}") for name in ("valid", "we", "addr", "wdata", "be")}
+        if registered:
+            req_q = {name: Signal.like(v, name=f"req_{name}_q") for name, v in req.items()}
+            m.d.sync += [req_q[name].eq(v) for name, v in req.items()]
+            req = req_q
+        npu_word = req["addr"][lane_bits:lane_bits + word_bits] if word_bits else 0
         host_word = host.addr[lane_bits:] if word_bits else 0
         host_lane = host.addr[:lane_bits] if lane_bits else 0
-        grant = host.valid & ~bus.req_valid
+        grant = host.valid & ~req["valid"]
         m.d.comb += [
             bus.req_ready.eq(1),
             host.ready.eq(grant),
             rd.en.eq(1),
         ]
-        with m.If(bus.req_valid):
+        with m.If(req["valid"]):
             m.d.comb += [
                 rd.addr.eq(npu_word),
                 wr.addr.eq(npu_word),
-                wr.data.eq(bus.req_wdata),
+                wr.data.eq(req["wdata"]),
             ]
-            with m.If(bus.req_we):
-                m.d.comb += wr.en.eq(bus.req_be)
+            with m.If(req["we"]):
+                m.d.comb += wr.en.eq(req["be"])
         with m.Else():
             m.d.comb += [
                 rd.addr.eq(host_word),
@@ -128,12 +147,12 @@ class ExtMem(wiring.Component):
             with m.If(grant & host.we):
                 m.d.comb += wr.en.eq(Const(1, cfg.bus_bytes) << host_lane)
 
-        # NPU read responses: valid after mem_latency cycles, data after the read register
-        # plus mem_latency - 1 pipeline stages.
+        # NPU read responses: valid after mem_latency cycles, data after the request register
+        # (if any), the read register and the pipeline stages left.
         valid = Signal(name="resp_valid_0")
-        m.d.sync += valid.eq(bus.req_valid & ~bus.req_we)
+        m.d.sync += valid.eq(req["valid"] & ~req["we"])
         data = rd.data
-        for i in range(1, cfg.mem_latency):
+        for i in range(1 + registered, cfg.mem_latency):
             nv, nd = Signal(name=f"resp_valid_{i}"), Signal.like(rd.data, name=f"resp_data_{i}")
             m.d.sync += [nv.eq(valid), nd.eq(data)]
             valid, data = nv, nd
