@@ -168,8 +168,14 @@ class Sequencer(wiring.Component):
         keep = Mux(loops.active, loops.outer_start, loops.next_pc)
         jump = Signal()
         request = Signal()
+        # A request in the cycle of a taken BRANCH is wasted, not prevented: the restart (below,
+        # later in the same cycle, so its assignments win) resets the stream and clears ``live``,
+        # so the word is dropped when it arrives, and the DMA is idle then (it cannot start in
+        # the BRANCH's issue cycle).  Gating it by ``jump`` made the bus request, and with it the
+        # bus mux in hw/top.py, depend on the branch condition read from ACC or ASRAM: the
+        # longest path of the NPU on the ULX3S (docs/fpga.md).
         m.d.comb += [
-            request.eq(running & ~self.dma.busy & (fp < prog_len) & (fp < keep + cfg.imem_rows) & ~jump),
+            request.eq(running & ~self.dma.busy & (fp < prog_len) & (fp < keep + cfg.imem_rows)),
             self.bus.req_valid.eq(request),
             self.bus.req_addr.eq(req_addr),
             self.bus.req_we.eq(0),
