@@ -225,5 +225,5 @@ def test_extmem_npu_timing(latency):
     assert all(ready for _, ready, *_ in log)
     assert [c for c, _, granted, *_ in log if granted] == [4 if latency == 1 else 5]   # the one free cycle
     responses = [(c, data) for c, _, _, valid, data in log if valid]
-    # the host wrote 0xAB into byte 1 of word 2 in cycle 4 (address 9)
+    # the host wrote 0xAB into byte 1 of word 2 (address 9) when granted, after every NPU write
     assert responses == [(1 + latency, 0x11223344), (3 + latency, 0x11663388), (5 + latency, 0x1166AB88)]
