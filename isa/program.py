@@ -10,7 +10,7 @@ output lives in external memory.  File format (``.npuprog``), all integers littl
     offset 12  u32    length J of the JSON header
     offset 16  J bytes of UTF-8 JSON: {"config", "program_addr", "instructions",
                 "segments": [{"name", "addr", "offset", "size"}], "inputs"/"outputs":
-                [{"name", "shape", "dtype", "addr", "layout"[, "perm"]}], "info"}
+                [{"name", "shape", "dtype", "addr", "layout"[, "perm"][, "patches"]}], "info"}
     then       the payload; segment offsets are relative to its start.  The instruction
                stream is the segment named "program" at program_addr.
 
@@ -30,6 +30,7 @@ import numpy as np
 from isa.config import NpuConfig
 from isa.encoding import EncodingError, Instruction, decode_program, encode_program
 from isa.layout import LAYOUTS, layout_bytes, pack, unpack
+from isa.patches import Patches
 
 MAGIC = b"NPUPROG\0"
 FORMAT_VERSION = 1
@@ -53,6 +54,8 @@ class TensorBinding:
 
     ``perm`` (optional) says the memory holds the tensor transposed: ``array.transpose(perm)``
     in ``layout`` (e.g. an NCHW graph input stored as NHWC bricks, perm ``(0, 2, 3, 1)``).
+    ``patches`` (optional, inputs only) says the host writes the tensor (after ``perm``) as a
+    convolution's input patches (isa/patches.py), stored in ``layout``.
     ``shape`` is always the graph's shape, the one the host passes and gets back.
     """
 
@@ -62,13 +65,14 @@ class TensorBinding:
     addr: int
     layout: str         # see isa/layout.py
     perm: tuple[int, ...] | None = None
+    patches: Patches | None = None
 
     @property
     def stored_shape(self) -> tuple[int, ...]:
-        """Shape of the array as laid out in memory (``shape`` permuted by ``perm``)."""
-        if self.perm is None:
-            return tuple(self.shape)
-        return tuple(self.shape[p] for p in self.perm)
+        """Shape of the array as laid out in memory (``shape`` permuted by ``perm``, then
+        written as ``patches``)."""
+        shape = tuple(self.shape) if self.perm is None else tuple(self.shape[p] for p in self.perm)
+        return shape if self.patches is None else self.patches.shape(shape)
 
     def nbytes(self, lanes: int) -> int:
         return layout_bytes(self.stored_shape, np.dtype(self.dtype), self.layout, lanes)
@@ -78,10 +82,14 @@ class TensorBinding:
         array = np.asarray(array).astype(self.dtype)
         if self.perm is not None:
             array = array.transpose(self.perm)
+        if self.patches is not None:
+            array = self.patches.extract(array)
         return pack(array, self.layout, lanes)
 
     def unpack(self, data: bytes, lanes: int) -> np.ndarray:
         """Inverse of :meth:`pack`: the array of ``shape``."""
+        if self.patches is not None:
+            raise ValueError(f"tensor {self.name!r} is written as patches: it cannot be read back")
         array = unpack(data, self.stored_shape, np.dtype(self.dtype), self.layout, lanes)
         if self.perm is not None:
             array = np.ascontiguousarray(array.transpose(np.argsort(self.perm)))
@@ -231,6 +239,8 @@ def _binding_dict(b: TensorBinding) -> dict:
     d = {"name": b.name, "shape": list(b.shape), "dtype": b.dtype, "addr": b.addr, "layout": b.layout}
     if b.perm is not None:      # written only when used: older images stay byte-identical
         d["perm"] = list(b.perm)
+    if b.patches is not None:
+        d["patches"] = b.patches.to_dict()
     return d
 
 
@@ -269,10 +279,19 @@ def _binding(d: dict, config: NpuConfig | None = None) -> TensorBinding:
         perm = tuple(_int(p, f"tensor {name!r} perm", 0, MAX_RANK) for p in perm)
         if sorted(perm) != list(range(len(shape))):
             raise ValueError(f"tensor {name!r}: perm {list(perm)} is not a permutation of its axes")
-    b = TensorBinding(name, shape, d["dtype"], addr, d["layout"], perm)
+    patches = d.get("patches")
+    if patches is not None:
+        patches = Patches.from_dict(patches)
+        if len(shape) != 4:
+            raise ValueError(f"tensor {name!r}: patches need a rank-4 shape, not {list(shape)}")
+        if d["dtype"] != "bool":
+            info = np.iinfo(np.dtype(d["dtype"]))
+            if not info.min <= patches.fill <= info.max:
+                raise ValueError(f"tensor {name!r}: patches fill {patches.fill} does not fit {d['dtype']}")
+    b = TensorBinding(name, shape, d["dtype"], addr, d["layout"], perm, patches)
     if config is not None:
         count = 1
-        for x in shape:
+        for x in b.stored_shape:
             count *= x
         if count * np.dtype(b.dtype).itemsize > config.ext_mem_bytes:
             raise ValueError(f"tensor {name!r} of shape {list(shape)} is larger than external memory")
@@ -322,6 +341,9 @@ def validate_header(header, payload_bytes: int):
             raise ValueError(f"{key} must be a list")
     inputs = [_binding(b, config) for b in header["inputs"]]
     outputs = [_binding(b, config) for b in header["outputs"]]
+    for b in outputs:
+        if b.patches is not None:
+            raise ValueError(f"output {b.name!r} has patches: only inputs are written as patches")
     seen = [b.name for b in inputs]
     if len(set(seen)) != len(seen) or len({b.name for b in outputs}) != len(outputs):
         raise ValueError("two tensor bindings share a name")

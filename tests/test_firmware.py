@@ -36,7 +36,8 @@ from hw.csr import BY_NAME, HW_ID, REGISTERS, UNITS, bit, hw_config_value
 from isa.asm import assemble
 from isa.config import DEFAULT_CONFIG, SMALL_CONFIG, NpuConfig
 from isa.instructions import ErrorCode
-from isa.program import Program, Segment, TensorBinding
+from isa.patches import Patches
+from isa.program import Program, ProgramFormatError, Segment, TensorBinding
 from sim.isa.sim import IsaSim
 from sim.reference import run_graph
 
@@ -113,9 +114,14 @@ class SegmentC(C.Structure):
     _fields_ = [("name", NAME), ("addr", C.c_uint32), ("size", C.c_uint32), ("data", C.c_void_p)]
 
 
+class PatchesC(C.Structure):
+    _fields_ = [(f.name, C.c_int32 if f.name == "fill" else C.c_uint32) for f in fields(Patches)]
+
+
 class TensorC(C.Structure):
     _fields_ = [("name", NAME), ("rank", C.c_uint32), ("shape", C.c_uint32 * LIMITS["NPU_MAX_RANK"]),
-                ("perm", C.c_uint32 * LIMITS["NPU_MAX_RANK"]), ("dtype", C.c_int), ("itemsize", C.c_uint32), ("layout", C.c_int), ("addr", C.c_uint32),
+                ("perm", C.c_uint32 * LIMITS["NPU_MAX_RANK"]), ("has_patches", C.c_int), ("patches", PatchesC),
+                ("dtype", C.c_int), ("itemsize", C.c_uint32), ("layout", C.c_int), ("addr", C.c_uint32),
                 ("count", C.c_uint64), ("nbytes", C.c_uint64)]
 
 
@@ -341,13 +347,15 @@ def _with_header(image: bytes, header: dict | str) -> bytes:
 
 
 def _tensor(t: TensorC) -> tuple:
-    return (t.name.decode(), tuple(t.shape[:t.rank]), tuple(t.perm[:t.rank]), t.addr, t.nbytes)
+    patches = {f.name: getattr(t.patches, f.name) for f in fields(Patches)} if t.has_patches else None
+    return (t.name.decode(), tuple(t.shape[:t.rank]), tuple(t.perm[:t.rank]), patches, t.addr, t.nbytes)
 
 
 def _binding(b: TensorBinding, lanes: int) -> tuple:
     """What the C parse of ``b`` must hold: no perm reads as the identity."""
     perm = tuple(range(len(b.shape))) if b.perm is None else b.perm
-    return (b.name, b.shape, perm, b.addr, b.nbytes(lanes))
+    patches = None if b.patches is None else b.patches.to_dict()
+    return (b.name, tuple(b.shape), perm, patches, b.addr, b.nbytes(lanes))
 
 
 def _assert_same_program(prog: ProgramC, program: Program):
@@ -461,6 +469,104 @@ def test_header_errors(lib, slice_programs, case):
     assert lib.npu_status_name(status).decode() == status_name
     assert message in prog.error.decode()
     assert 16 <= prog.error_offset
+
+
+# A valid "patches" for the slice's input (1, 12, 11, 5) int8, and edits of it.
+SLICE_PATCHES = {"height": 3, "width": 3, "step_y": 2, "step_x": 2, "top": 1, "left": 1, "rows": 6, "cols": 6,
+                 "fill": -3}
+
+
+def _set_patches(where: str, **change):
+    """A header edit: the slice's input (or output) gets SLICE_PATCHES updated by ``change``
+    (a value None drops the field)."""
+    def edit(h):
+        patches = dict(SLICE_PATCHES, **change)
+        h[where][0]["patches"] = {k: v for k, v in patches.items() if v is not None}
+    return edit
+
+
+# (change, status, message): each also refused by Program.from_bytes
+PATCHES_HEADER_ERRORS = {
+    "on an output": (_set_patches("outputs"), "NPU_E_HEADER", "patches on an output"),
+    "missing field": (_set_patches("inputs", fill=None), "NPU_E_HEADER", "patches lack one of"),
+    "missing rows": (_set_patches("inputs", rows=None), "NPU_E_HEADER", "patches lack one of"),
+    "extra field": (_set_patches("inputs", dilation=1), "NPU_E_HEADER", "unknown patches field"),
+    "long extra field": (_set_patches("inputs", a_very_long_patches_field=1), "NPU_E_HEADER",
+                         "unknown patches field"),
+    "fraction": (_set_patches("inputs", height=1.5), "NPU_E_HEADER", "not a fraction"),
+    "integral float": (_set_patches("inputs", step_x=2.0), "NPU_E_HEADER", "not a fraction"),
+    "string": (_set_patches("inputs", width="3"), "NPU_E_HEADER", "non-negative integer"),
+    "bool": (_set_patches("inputs", cols=True), "NPU_E_HEADER", "non-negative integer"),
+    "array field": (_set_patches("inputs", top=[]), "NPU_E_HEADER", "non-negative integer"),
+    "null field": (lambda h: (_set_patches("inputs")(h), h["inputs"][0]["patches"].update(top=None)),
+                   "NPU_E_HEADER", "non-negative integer"),
+    "fill fraction": (_set_patches("inputs", fill=-0.5), "NPU_E_HEADER", "not a fraction"),
+    "fill string": (_set_patches("inputs", fill="-3"), "NPU_E_HEADER", "expected an integer"),
+    "fill bool": (_set_patches("inputs", fill=False), "NPU_E_HEADER", "expected an integer"),
+    "string patches": (lambda h: h["inputs"][0].update(patches="3x3"), "NPU_E_HEADER", "expected an object"),
+    "zero height": (_set_patches("inputs", height=0), "NPU_E_HEADER", "height must be in [1, 65536]"),
+    "zero step": (_set_patches("inputs", step_y=0), "NPU_E_HEADER", "step_y must be in [1, 65536]"),
+    "many rows": (_set_patches("inputs", rows=65537), "NPU_E_HEADER", "rows must be in [1, 65536]"),
+    "negative top": (_set_patches("inputs", top=-1), "NPU_E_HEADER", "non-negative integer"),
+    "huge left": (_set_patches("inputs", left=1 << 64), "NPU_E_HEADER", "too large"),
+    "fill above int32": (_set_patches("inputs", fill=1 << 31), "NPU_E_HEADER", "too large"),
+    "fill below int32": (_set_patches("inputs", fill=-(1 << 31) - 1), "NPU_E_HEADER", "too large"),
+    "not an object": (lambda h: h["inputs"][0].update(patches=[3, 3]), "NPU_E_HEADER", "expected an object"),
+    "rank 3": (lambda h: (_set_patches("inputs")(h), h["inputs"][0].update(shape=[12, 11, 5], layout="flat")),
+               "NPU_E_HEADER", "rank-4"),
+    "fill outside int8": (_set_patches("inputs", fill=128), "NPU_E_HEADER",
+                          "outside the range of the tensor's dtype"),
+    "too large": (_set_patches("inputs", height=65536, width=65536, rows=65536, cols=65536), "NPU_E_HEADER",
+                  "tensor too large"),
+}
+
+
+@pytest.mark.parametrize("case", PATCHES_HEADER_ERRORS)
+def test_patches_header_errors(lib, slice_programs, case):
+    """A bad "patches" is refused with a header error naming it, as Program.from_bytes
+    refuses it (Patches.from_dict, _binding, validate_header)."""
+    change, status_name, message = PATCHES_HEADER_ERRORS[case]
+    image = _edit(slice_programs[SMALL_CONFIG].to_bytes(), change)
+    status, prog = _parse(lib, image)
+    assert lib.npu_status_name(status).decode() == status_name, prog.error
+    assert message in prog.error.decode()
+    assert 16 <= prog.error_offset < 16 + struct.unpack_from("<I", image, 12)[0]
+    with pytest.raises(ProgramFormatError):
+        Program.from_bytes(image)
+
+
+@pytest.mark.parametrize("fill", ["- 3", "-x", "-", "--3", "+3", "-03"])
+def test_patches_fill_syntax(lib, slice_programs, fill):
+    """A fill that is not a JSON integer (the driver reads the sign itself) is refused, as
+    json.loads refuses it."""
+    image = _edit(slice_programs[SMALL_CONFIG].to_bytes(), _set_patches("inputs"))
+    text = json.dumps(_header(image))
+    assert text.count('"fill": -3') == 1
+    bad = _with_header(image, text.replace('"fill": -3', '"fill": ' + fill))
+    status, prog = _parse(lib, bad)
+    assert status == S.NPU_E_HEADER, (fill, prog.error)
+    with pytest.raises(ProgramFormatError):
+        Program.from_bytes(bad)
+
+
+@pytest.mark.parametrize("fill", [-(1 << 31), (1 << 31) - 1, 0])
+def test_patches_fill_limits(lib, slice_programs, fill):
+    """The int32 limits of fill are read exactly (an int32 input)."""
+    def change(h):
+        _set_patches("inputs", fill=fill)(h)
+        h["inputs"][0]["dtype"] = "int32"
+    image = _edit(slice_programs[SMALL_CONFIG].to_bytes(), change)
+    prog = _parsed(lib, image)
+    _assert_same_program(prog, Program.from_bytes(image))
+    assert prog.inputs[0].patches.fill == fill
+
+
+def test_valid_patches_edit_parses(lib, slice_programs):
+    """The edit the error cases start from is itself accepted, like Program.from_bytes does."""
+    image = _edit(slice_programs[SMALL_CONFIG].to_bytes(), _set_patches("inputs"))
+    prog = _parsed(lib, image)
+    _assert_same_program(prog, Program.from_bytes(image))
+    assert prog.inputs[0].has_patches and prog.inputs[0].patches.fill == -3
 
 
 @pytest.mark.parametrize("text, message", [
@@ -789,6 +895,109 @@ def test_layouts_and_element_sizes(lib, case):
         out = np.zeros(b.shape, dtype=b.dtype)
         assert lib.npu_get_output(dev.ref, C.byref(prog), i, out.ctypes.data, out.nbytes) == S.NPU_OK
         np.testing.assert_array_equal(out, expected[b.name])
+
+
+# Inputs written as patches (isa/patches.py): config, [(name, graph shape, dtype, layout, perm,
+# Patches(height, width, step_y, step_x, top, left, rows, cols, fill))].
+PATCHES_CASES = {
+    # A 7x7/2 stem: overlapping patches, padding 3 filled with a zero point, 147 channels of P
+    # over 16 lanes (10 channel blocks, the last partial), with patches past the bottom/right.
+    "stem 16 lanes": (DEFAULT_CONFIG, [
+        ("stem", (1, 9, 10, 3), "int8", "brick", None, Patches(7, 7, 2, 2, 3, 3, 5, 6, -5))]),
+    # Space-to-depth 2x2 of a 3-channel image: 12 channels of P, one brick; two images and a
+    # patch row below the image (fill).
+    "one brick": (DEFAULT_CONFIG, [
+        ("s2d", (2, 6, 6, 3), "int8", "brick", None, Patches(2, 2, 2, 2, 0, 0, 4, 3, 7))]),
+    # NCHW inputs transposed to NHWC, then 3x3/1 "same" patches (27 int16 channels: 2 blocks)
+    # and 2x1/(1,2) ones.
+    "perm": (DEFAULT_CONFIG, [
+        ("nchw", (1, 3, 8, 7), "int16", "brick", (0, 2, 3, 1), Patches(3, 3, 1, 1, 1, 1, 8, 7, -300)),
+        ("nchw2", (2, 4, 3, 5), "uint8", "brick", (0, 2, 3, 1), Patches(2, 1, 1, 2, 0, 1, 3, 3, 200))]),
+    # Wider elements, steps larger than the patch (gaps), a fill beyond int16.
+    "wide": (DEFAULT_CONFIG, [
+        ("i32", (1, 5, 4, 2), "int32", "brick", None, Patches(2, 3, 3, 1, 2, 0, 3, 3, -70000)),
+        ("i64", (1, 2, 3, 1), "int64", "brick", None, Patches(2, 2, 1, 1, 1, 1, 2, 3, -1)),
+        ("u16", (1, 3, 3, 6), "uint16", "brick", None, Patches(2, 2, 1, 1, 0, 0, 2, 2, 65535))]),
+    # 4 lanes: 27 channels of P over 7 blocks; a bool input (fill 2 converts to true).
+    "4 lanes": (SMALL_CONFIG, [
+        ("small", (1, 5, 5, 3), "int8", "brick", None, Patches(3, 3, 2, 2, 1, 1, 3, 3, -128)),
+        ("mask", (1, 3, 3, 2), "bool", "brick", None, Patches(2, 2, 1, 1, 1, 1, 3, 3, 2))]),
+    # The other layouts apply to P too; an image with no rows reads as all fill.
+    "flat and rows": (DEFAULT_CONFIG, [
+        ("flat", (1, 4, 5, 2), "int16", "flat", None, Patches(2, 2, 1, 1, 1, 0, 4, 4, 3)),
+        ("rows", (1, 3, 4, 3), "int8", "rows", (0, 2, 1, 3), Patches(2, 3, 1, 2, 0, 1, 4, 2, -9)),
+        ("empty", (1, 0, 3, 2), "int8", "brick", None, Patches(2, 2, 1, 1, 0, 0, 2, 2, 9))]),
+}
+
+
+@pytest.mark.parametrize("case", PATCHES_CASES)
+def test_inputs_written_as_patches(lib, case):
+    """npu_set_input writes an input with "patches" as exactly the bytes of Python's
+    TensorBinding.pack (isa/patches.py's extraction, then the layout), through the memory
+    window and through a transport (in address order, in blocks of at most NPU_XFER_BYTES)."""
+    config, specs = PATCHES_CASES[case]
+    lanes = config.bus_bytes
+    rng = np.random.default_rng(11)
+    bindings, addr = [], 64
+    for name, shape, dtype, layout, perm, patches in specs:
+        b = TensorBinding(name, shape, dtype, addr, layout, perm, patches)
+        bindings.append(b)
+        addr += b.nbytes(lanes) + lanes
+    out = TensorBinding("out", (1, 2, 2, 3), "int8", addr, "brick")
+    program = Program(config, assemble("HALT"), program_addr=0, inputs=bindings, outputs=[out])
+    image = program.to_bytes()
+    prog = _parsed(lib, image)
+    _assert_same_program(prog, Program.from_bytes(image))      # sizes, extent, the patches fields
+    arrays = {}
+    for b in bindings:
+        if b.dtype == "bool":
+            arrays[b.name] = rng.integers(0, 2, b.shape).astype(bool)
+        else:
+            lim = np.iinfo(b.dtype)
+            arrays[b.name] = rng.integers(max(lim.min, -1 << 40), min(lim.max, 1 << 40), b.shape, dtype=b.dtype,
+                                          endpoint=True)
+    dev = Device(config, program.memory_extent())
+    t = PyTransport(config, program.memory_extent())
+    dev.mem[:] = 0xAB                                           # npu_load must clear it
+    for d in (dev, t):
+        assert lib.npu_load(d.ref, C.byref(prog)) == S.NPU_OK
+    t.log.clear()
+    for i, b in enumerate(bindings):
+        a = np.ascontiguousarray(arrays[b.name])
+        for d in (dev, t):
+            assert lib.npu_set_input(d.ref, C.byref(prog), i, a.ctypes.data, a.nbytes) == S.NPU_OK, b.name
+        packed = b.pack(a, lanes)                               # expected: isa/patches.py + isa/layout.py
+        assert len(packed) == b.nbytes(lanes) == prog.inputs[i].nbytes
+        assert bytes(dev.mem[b.addr:b.addr + len(packed)]) == packed, b.name
+        assert bytes(t.mem[b.addr:b.addr + len(packed)]) == packed, b.name
+    assert bytes(dev.mem) == bytes(t.mem) == bytes(program.memory_image(arrays))
+    writes = [(a, n) for kind, a, n in t.log if kind == "mem_write"]
+    assert all(0 < n <= 256 for _, n in writes)
+    assert sum(n for _, n in writes) == sum(b.nbytes(lanes) for b in bindings)
+    # The host passes the graph's array, not P.
+    a = arrays[bindings[0].name]
+    assert lib.npu_set_input(dev.ref, C.byref(prog), 0, a.ctypes.data, a.nbytes + 1) == S.NPU_E_TENSOR
+
+
+def test_patches_null_and_repeated_lists(lib, slice_programs):
+    """"patches": null is no patches (as in isa/program.py), also on an output; a later
+    "inputs" list replaces an earlier one whole, its patches included (as json.loads does)."""
+    image = slice_programs[SMALL_CONFIG].to_bytes()
+    header = _header(image)
+    header["inputs"][0]["patches"] = None
+    header["outputs"][0]["patches"] = None
+    edited = _with_header(image, header)
+    prog = _parsed(lib, edited)
+    _assert_same_program(prog, Program.from_bytes(edited))
+    assert not prog.inputs[0].has_patches and not prog.outputs[0].has_patches
+    with_patches = dict(header["inputs"][0], patches=Patches(2, 2, 2, 2, 0, 0, 6, 6, 0).to_dict())
+    text = json.dumps(header)
+    text = text.replace('"inputs": ', '"inputs": ' + json.dumps([with_patches]) + ', "inputs": ', 1)
+    edited = _with_header(image, text)
+    assert json.loads(text)["inputs"] == header["inputs"]
+    prog = _parsed(lib, edited)
+    _assert_same_program(prog, Program.from_bytes(edited))
+    assert not prog.inputs[0].has_patches
 
 
 def test_transposed_graph_io_runs_through_the_driver(lib):

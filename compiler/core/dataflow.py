@@ -17,6 +17,7 @@ from typing import Protocol
 
 import numpy as np
 
+from isa.patches import Patches
 from tosa_ir import Block, Graph, Operator
 
 from compiler.core.views import BrickView, dense_strides
@@ -57,8 +58,8 @@ class Ref:
 @dataclass
 class Binding:
     """A graph input or output: graph ``name`` and ``shape``, held by the view of
-    ``tensor`` (a key of :attr:`Dataflow.refs`) in ``layout``, transposed by ``perm``
-    (isa.program.TensorBinding)."""
+    ``tensor`` (a key of :attr:`Dataflow.refs`) in ``layout``, transposed by ``perm`` and
+    written as ``patches`` (isa.program.TensorBinding)."""
 
     name: str
     shape: tuple[int, ...]
@@ -66,6 +67,7 @@ class Binding:
     tensor: str
     layout: str
     perm: tuple[int, ...] | None = None
+    patches: Patches | None = None
 
 
 @dataclass

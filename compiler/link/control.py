@@ -56,6 +56,7 @@ from isa.config import NpuConfig
 from isa.encoding import make
 from isa.instructions import BranchTest, Sram, VecDst
 from isa.layout import pack
+from isa.patches import Patches
 from isa.program import Program, Segment, TensorBinding
 from sim.reference.interpreter import DEFAULT_MAX_LOOP_ITERATIONS
 from tosa_ir import Block, Graph, Operator
@@ -110,17 +111,18 @@ class Slot:
     dtype: str
     layout: str
     perm: tuple | None = None
+    patches: Patches | None = None
 
     @staticmethod
     def of(b: TensorBinding) -> "Slot":
-        return Slot(b.addr, tuple(b.shape), b.dtype, b.layout, b.perm)
+        return Slot(b.addr, tuple(b.shape), b.dtype, b.layout, b.perm, b.patches)
 
     def binding(self, name: str) -> TensorBinding:
-        return TensorBinding(name, self.shape, self.dtype, self.addr, self.layout, self.perm)
+        return TensorBinding(name, self.shape, self.dtype, self.addr, self.layout, self.perm, self.patches)
 
     def same_layout(self, other: "Slot") -> bool:
-        return (self.shape, self.dtype, self.layout, self.perm) == (other.shape, other.dtype, other.layout,
-                                                                     other.perm)
+        return (self.shape, self.dtype, self.layout, self.perm, self.patches) == \
+            (other.shape, other.dtype, other.layout, other.perm, other.patches)
 
 
 @dataclass(frozen=True)
@@ -294,6 +296,8 @@ def link_traced(graph: Graph, config: NpuConfig, loops: bool, compile_fn) -> tup
             data = np.asarray(t.data).astype(numpy_dtype(t.dtype) if t.dtype != "bool" else bool)
             if slot.perm is not None:
                 data = data.transpose(slot.perm)
+            if slot.patches is not None:
+                data = slot.patches.extract(data)
             link.segments.append(Segment(f"const/{name}", slot.addr, pack(data, slot.layout, config.bus_bytes)))
         elif name in main.inputs:
             link.inputs.append(slot.binding(name))

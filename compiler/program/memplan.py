@@ -131,7 +131,8 @@ def plan_memory(flow: Dataflow, constants: dict[str, bytes], config: NpuConfig) 
 def _binding(b: Binding, flow: Dataflow, plan: ExtPlan) -> TensorBinding:
     root = flow.root_of(b.tensor)
     addr = plan.views[b.tensor].addr if b.tensor in plan.views else plan.roots[root.name]
-    return TensorBinding(b.name, tuple(b.shape), numpy_dtype(b.dtype).name, addr, b.layout, b.perm)
+    return TensorBinding(b.name, tuple(b.shape), numpy_dtype(b.dtype).name, addr, b.layout, b.perm,
+                         b.patches)
 
 
 def _first_fit(live: list[tuple[int, int, int]], base: int, size: int) -> int:

@@ -75,6 +75,20 @@ typedef struct npu_segment {
     const uint8_t *data;    /* inside the image */
 } npu_segment_t;
 
+/* A binding's "patches" (isa/patches.py; inputs only): the host writes the rank-4 NHWC
+ * tensor X (after perm) as a convolution's input patches, the tensor P of shape
+ * (N, rows, cols, height*width*C) with
+ *     P[n, i, j, (dy*width + dx)*C + c] = X[n, step_y*i + dy - top, step_x*j + dx - left, c]
+ * (`fill` where that position lies outside the image), which is then laid out in the
+ * binding's layout. */
+typedef struct npu_patches {
+    uint32_t height, width;     /* pixels per patch, down and across: 1..65536 */
+    uint32_t step_y, step_x;    /* image pixels between neighbouring patches: 1..65536 */
+    uint32_t top, left;         /* padding rows above and columns left of the image: 0..65536 */
+    uint32_t rows, cols;        /* patches down and across: 1..65536 */
+    int32_t fill;               /* value outside the image; representable in the dtype */
+} npu_patches_t;
+
 typedef struct npu_tensor {
     char name[NPU_NAME_MAX];
     uint32_t rank;
@@ -83,11 +97,15 @@ typedef struct npu_tensor {
      * (numpy array.transpose(perm)), then laid out in `layout`.  The identity when the
      * image has no "perm". */
     uint32_t perm[NPU_MAX_RANK];
+    /* Nonzero if the binding has "patches" (inputs only, rank 4, an integer or bool dtype):
+     * the transposed array is written as `patches` of it, and the layout applies to those. */
+    int has_patches;
+    npu_patches_t patches;
     int dtype;              /* NPU_DTYPE_* */
     uint32_t itemsize;      /* bytes per element */
     int layout;             /* NPU_LAYOUT_* */
     uint32_t addr;          /* external byte address */
-    uint64_t count;         /* elements */
+    uint64_t count;         /* elements of the host array */
     uint64_t nbytes;        /* bytes in external memory (layout padding included) */
 } npu_tensor_t;
 
@@ -187,12 +205,13 @@ npu_status_t npu_load(const npu_dev_t *dev, const npu_program_t *prog);
 
 /* Write input `index` from `data`: a dense row-major array of the tensor's `shape` (the
  * graph's axis order, NHWC for the usual activations), `bytes` bytes of native-endian
- * elements, transposed by `perm` and converted to the tensor's layout in external memory. */
+ * elements, transposed by `perm`, written as its `patches` if it has them, and converted to
+ * the tensor's layout in external memory. */
 npu_status_t npu_set_input(const npu_dev_t *dev, const npu_program_t *prog, uint32_t index,
                            const void *data, size_t bytes);
 
 /* Read output `index` into `data` (dense row-major in the graph's axis order, native-endian,
- * `bytes` bytes): the inverse of npu_set_input's conversion. */
+ * `bytes` bytes): the inverse of npu_set_input's conversion (outputs never have patches). */
 npu_status_t npu_get_output(const npu_dev_t *dev, const npu_program_t *prog, uint32_t index,
                             void *data, size_t bytes);
 

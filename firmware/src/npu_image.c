@@ -1,17 +1,20 @@
 /* Program images (.npuprog, isa/program.py): parsing, placement in external memory, and
  * tensor conversion between dense host arrays and the layouts of isa/layout.py (transposed
- * by a binding's "perm" on the way). */
+ * by a binding's "perm" on the way, and for an input with "patches" written as the patches
+ * of isa/patches.py). */
 #include <string.h>
 
 #include "npu_driver.h"
 #include "npu_json.h"
 
+/* convert and convert_patches below both dispatch on exactly these layouts. */
 #if NPU_LAYOUT_COUNT != 3 || NPU_LAYOUT_BRICK != 0 || NPU_LAYOUT_FLAT != 1 || NPU_LAYOUT_ROWS != 2
 #error "npu_image.c converts the layouts brick, flat and rows of isa/layout.py: teach it the new ones"
 #endif
 
 #define SMALL_STRING 24     /* dtype and layout names */
 #define MAX_BUS_BYTES 4096u
+#define MAX_PATCH 65536u    /* bound on a "patches" field (isa/patches.py's MAX_PATCH) */
 
 /* -- parsing -------------------------------------------------------------------------------- */
 
@@ -195,13 +198,128 @@ static int is_permutation(const uint32_t *perm, uint32_t rank)
     return 1;
 }
 
-static npu_status_t parse_tensor(parser_t *ps, npu_tensor_t *t)
+/* A JSON integer in [-2^31, 2^31 - 1] (the scanner reads non-negative integers only). */
+static npu_status_t read_i32(parser_t *ps, int32_t *out)
+{
+    nj_t *j = &ps->j;
+    uint64_t v;
+    int negative = 0;
+    while (j->p < j->end && (*j->p == ' ' || *j->p == '\t' || *j->p == '\n' || *j->p == '\r'))
+        j->p++;
+    if (j->p < j->end && *j->p == '-') {
+        if (j->end - j->p < 2 || j->p[1] < '0' || j->p[1] > '9')
+            return fail_here(ps, NPU_E_HEADER, "expected an integer");
+        negative = 1;
+        j->p++;
+    } else if (j->p >= j->end || *j->p < '0' || *j->p > '9') {
+        return fail_here(ps, NPU_E_HEADER, "expected an integer");
+    }
+    TRY_JSON(nj_uint(j, negative ? 0x80000000u : 0x7FFFFFFFu, &v));
+    *out = negative ? (int32_t)-(int64_t)v : (int32_t)v;
+    return NPU_OK;
+}
+
+/* The unsigned fields of "patches" (Patches of isa/patches.py), in npu_patches_t order. */
+static const struct patches_field {
+    const char *key;
+    uint32_t low;               /* high: MAX_PATCH */
+    const char *range;          /* the error when outside [low, high] */
+} PATCHES_FIELDS[8] = {
+    {"height", 1, "patches height must be in [1, 65536]"},
+    {"width", 1, "patches width must be in [1, 65536]"},
+    {"step_y", 1, "patches step_y must be in [1, 65536]"},
+    {"step_x", 1, "patches step_x must be in [1, 65536]"},
+    {"top", 0, "patches top must be in [0, 65536]"},
+    {"left", 0, "patches left must be in [0, 65536]"},
+    {"rows", 1, "patches rows must be in [1, 65536]"},
+    {"cols", 1, "patches cols must be in [1, 65536]"},
+};
+
+/* "patches": an object of exactly the eight fields above and "fill" (Patches.from_dict). */
+static npu_status_t read_patches(parser_t *ps, npu_patches_t *p)
+{
+    char key[16];
+    uint32_t value[8];
+    unsigned seen = 0, k;
+    int first = 1, r;
+    TRY_JSON(nj_expect(&ps->j, '{'));
+    while ((r = nj_member(&ps->j, &first, key, sizeof key)) == 1) {
+        const char *at = ps->j.p;
+        uint64_t v;
+        if (strcmp(key, "fill") == 0) {
+            TRY(read_i32(ps, &p->fill));
+            seen |= 1u << 8;
+            continue;
+        }
+        for (k = 0; k < 8 && strcmp(key, PATCHES_FIELDS[k].key) != 0; k++)
+            ;
+        if (k == 8)
+            return fail_here(ps, NPU_E_HEADER, "unknown patches field");
+        TRY_JSON(nj_uint(&ps->j, UINT64_MAX, &v));
+        if (v < PATCHES_FIELDS[k].low || v > MAX_PATCH) {
+            ps->j.p = at;
+            return fail_here(ps, NPU_E_HEADER, PATCHES_FIELDS[k].range);
+        }
+        value[k] = (uint32_t)v;
+        seen |= 1u << k;
+    }
+    TRY_JSON(r);
+    if (seen != 0x1FFu)
+        return fail_here(ps, NPU_E_HEADER,
+                         "patches lack one of height, width, step_y, step_x, top, left, rows, cols, fill");
+    p->height = value[0];
+    p->width = value[1];
+    p->step_y = value[2];
+    p->step_x = value[3];
+    p->top = value[4];
+    p->left = value[5];
+    p->rows = value[6];
+    p->cols = value[7];
+    return NPU_OK;
+}
+
+/* The values of an integer dtype, [low, high], for the patches' fill (numpy refuses to
+ * convert an integer outside it); bool takes any (nonzero is true).  0 for other dtypes. */
+static int dtype_range(int dtype, int64_t *low, int64_t *high)
+{
+    *low = INT64_MIN;
+    *high = INT64_MAX;
+    switch (dtype) {
+    case NPU_DTYPE_BOOL: case NPU_DTYPE_INT64: return 1;
+    case NPU_DTYPE_INT8: *low = INT8_MIN; *high = INT8_MAX; return 1;
+    case NPU_DTYPE_UINT8: *low = 0; *high = UINT8_MAX; return 1;
+    case NPU_DTYPE_INT16: *low = INT16_MIN; *high = INT16_MAX; return 1;
+    case NPU_DTYPE_UINT16: *low = 0; *high = UINT16_MAX; return 1;
+    case NPU_DTYPE_INT32: *low = INT32_MIN; *high = INT32_MAX; return 1;
+    case NPU_DTYPE_UINT32: case NPU_DTYPE_UINT64: *low = 0; return 1;
+    default: return 0;          /* floating point (and any dtype added later) */
+    }
+}
+
+/* The checks of a binding's "patches" once the whole binding is read: NULL if it is fine. */
+static const char *patches_error(const npu_tensor_t *t, int is_output)
+{
+    int64_t low, high;
+    if (is_output)
+        return "patches on an output: only inputs are written as patches";
+    if (t->rank != 4)
+        return "tensor patches need a rank-4 NHWC shape";
+    if (!dtype_range(t->dtype, &low, &high))
+        return "tensor patches need an integer or bool dtype";
+    if (t->patches.fill < low || t->patches.fill > high)
+        return "patches fill is outside the range of the tensor's dtype";
+    return 0;
+}
+
+static npu_status_t parse_tensor(parser_t *ps, npu_tensor_t *t, int is_output)
 {
     char key[16], word[SMALL_STRING];
     int first = 1, r;
     unsigned seen = 0;
     uint32_t perm_len = 0, i;
-    const char *perm_at = 0;
+    const char *perm_at = 0, *patches_at = 0, *why;
+    t->has_patches = 0;         /* the slot may hold an earlier "inputs" list's tensor */
+    memset(&t->patches, 0, sizeof t->patches);
     TRY_JSON(nj_expect(&ps->j, '{'));
     while ((r = nj_member(&ps->j, &first, key, sizeof key)) == 1) {
         if (strcmp(key, "name") == 0) {
@@ -249,6 +367,16 @@ static npu_status_t parse_tensor(parser_t *ps, npu_tensor_t *t)
                 TRY(read_perm(ps, t, &perm_len));
                 seen |= 32;
             }
+        } else if (strcmp(key, "patches") == 0) {
+            int is_null;
+            patches_at = ps->j.p;
+            TRY_JSON(is_null = nj_null(&ps->j));
+            if (is_null) {
+                t->has_patches = 0;     /* null: no patches, as in isa/program.py */
+            } else {
+                TRY(read_patches(ps, &t->patches));
+                t->has_patches = 1;
+            }
         } else {
             /* Never skipped: a binding field this driver does not know (like "perm" once)
              * changes where or how the data lies, and ignoring it gives wrong results. */
@@ -269,17 +397,21 @@ static npu_status_t parse_tensor(parser_t *ps, npu_tensor_t *t)
         for (i = 0; i < t->rank; i++)
             t->perm[i] = i;
     }
+    if (t->has_patches && (why = patches_error(t, is_output)) != 0) {
+        ps->j.p = patches_at;
+        return fail_here(ps, NPU_E_HEADER, why);
+    }
     return NPU_OK;
 }
 
-static npu_status_t parse_tensors(parser_t *ps, npu_tensor_t *list, uint32_t *n)
+static npu_status_t parse_tensors(parser_t *ps, npu_tensor_t *list, uint32_t *n, int is_output)
 {
     int first = 1, r;
     TRY_JSON(nj_expect(&ps->j, '['));
     while ((r = nj_element(&ps->j, &first)) == 1) {
         if (*n == NPU_MAX_TENSORS)
             return fail_here(ps, NPU_E_LIMIT, "more inputs or outputs than NPU_MAX_TENSORS");
-        TRY(parse_tensor(ps, &list[(*n)++]));
+        TRY(parse_tensor(ps, &list[(*n)++], is_output));
     }
     TRY_JSON(r);
     return NPU_OK;
@@ -305,11 +437,11 @@ static npu_status_t parse_header(parser_t *ps)
             seen |= 4;
         } else if (strcmp(key, "inputs") == 0) {
             prog->n_inputs = 0;
-            TRY(parse_tensors(ps, prog->inputs, &prog->n_inputs));
+            TRY(parse_tensors(ps, prog->inputs, &prog->n_inputs, 0));
             seen |= 8;
         } else if (strcmp(key, "outputs") == 0) {
             prog->n_outputs = 0;
-            TRY(parse_tensors(ps, prog->outputs, &prog->n_outputs));
+            TRY(parse_tensors(ps, prog->outputs, &prog->n_outputs, 1));
             seen |= 16;
         } else if (strcmp(key, "info") == 0 || strcmp(key, "program_addr") == 0) {
             /* "info" is free-form and informative only; "program_addr" repeats the program
@@ -334,17 +466,32 @@ static uint64_t ceil_div(uint64_t a, uint64_t b)
     return a / b + (a % b != 0);
 }
 
-/* Size of stored axis i: the graph's shape permuted by perm (TensorBinding.stored_shape). */
-static uint64_t stored_dim(const npu_tensor_t *t, uint32_t i)
+/* Size of axis i of the graph's shape permuted by perm: the host array transposed. */
+static uint64_t permuted_dim(const npu_tensor_t *t, uint32_t i)
 {
     return t->shape[t->perm[i]];
 }
 
-/* Elements and external bytes of a tensor (isa.layout.layout_bytes of the stored shape); 0
- * on overflow. */
+/* Size of stored axis i (TensorBinding.stored_shape): the permuted shape, or with patches
+ * (N, rows, cols, height * width * C) of the permuted NHWC shape (below 2^64: the last is
+ * at most 2^16 * 2^16 * (2^32 - 1)). */
+static uint64_t stored_dim(const npu_tensor_t *t, uint32_t i)
+{
+    const npu_patches_t *p = &t->patches;
+    if (!t->has_patches || i == 0)
+        return permuted_dim(t, i);
+    if (i == 1)
+        return p->rows;
+    if (i == 2)
+        return p->cols;
+    return (uint64_t)p->height * p->width * permuted_dim(t, 3);
+}
+
+/* Elements of the host array, and external bytes of a tensor (isa.layout.layout_bytes of
+ * the stored shape); 0 on overflow. */
 static int tensor_size(npu_tensor_t *t, uint64_t lanes)
 {
-    uint64_t count = 1, bytes;
+    uint64_t count = 1, stored = 1, bytes;
     uint32_t i;
     for (i = 0; i < t->rank; i++) {
         if (t->shape[i] && count > UINT64_MAX / 2 / 8 / t->shape[i])
@@ -352,13 +499,20 @@ static int tensor_size(npu_tensor_t *t, uint64_t lanes)
         count *= t->shape[i];
     }
     t->count = count;
+    /* Elements of the stored array: `count` unless the tensor is written as patches. */
+    for (i = 0; i < t->rank; i++) {
+        uint64_t d = stored_dim(t, i);
+        if (d && stored > UINT64_MAX / 2 / 8 / d)
+            return 0;
+        stored *= d;
+    }
     if (t->layout == NPU_LAYOUT_BRICK) {
         /* N * ceil(C/L) * H * W bricks of L lanes; fits: C <= ceil(C/L) * L < C + L. */
         uint64_t c = stored_dim(t, 3), cb = ceil_div(c, lanes);
         if (c == 0) {
             bytes = 0;
         } else {
-            uint64_t per_c = count / c;     /* N * H * W */
+            uint64_t per_c = stored / c;    /* N * H * W */
             if (per_c && cb * lanes * t->itemsize > UINT64_MAX / 2 / per_c)
                 return 0;
             bytes = per_c * cb * lanes * t->itemsize;
@@ -368,14 +522,14 @@ static int tensor_size(npu_tensor_t *t, uint64_t lanes)
         uint64_t d = t->rank ? stored_dim(t, t->rank - 1) : 1;
         uint64_t outer = 1, width = ceil_div(d, lanes) * lanes * t->itemsize;
         for (i = 0; i + 1 < t->rank; i++)
-            outer *= stored_dim(t, i);      /* <= count when d > 0; bounded above otherwise */
+            outer *= stored_dim(t, i);      /* <= stored when d > 0; bounded above otherwise */
         if (outer && width > UINT64_MAX / 2 / outer)
             return 0;
         bytes = outer * width;
         if (bytes < lanes)
             bytes = lanes;
     } else {
-        bytes = count * t->itemsize;
+        bytes = stored * t->itemsize;
         bytes = ceil_div(bytes ? bytes : 1, lanes) * lanes;
     }
     t->nbytes = bytes;
@@ -787,13 +941,86 @@ static void convert_flat(const npu_tensor_t *t, ext_stream_t *s, uint8_t *host, 
     convert_rows(t, 1, s, host, to_ext);
 }
 
+/* The patches' fill as one stored element: its little-endian bytes in the dtype (in range,
+ * by the parse; bool: nonzero is true), as numpy converts it. */
+static void fill_element(const npu_tensor_t *t, uint8_t out[8])
+{
+    uint64_t v = (uint64_t)(int64_t)t->patches.fill;
+    uint32_t b;
+    if (t->dtype == NPU_DTYPE_BOOL)
+        v = t->patches.fill != 0;
+    for (b = 0; b < t->itemsize; b++)
+        out[b] = (uint8_t)(v >> (8 * b));
+}
+
+/* Elements [k, k + count) of patch (n, i, j) of an input written as patches, P[n, i, j, k..]
+ * of npu_patches_t, to the stream: runs of up to C channels of one image pixel read from the
+ * host array (`st`: its strides along the permuted axes), or of `fill` outside the image. */
+static void put_patches_run(ext_stream_t *s, const npu_tensor_t *t, uint8_t *host, const uint64_t st[],
+                            const uint8_t *fill, uint64_t n, uint64_t i, uint64_t j, uint64_t k, uint64_t count)
+{
+    const npu_patches_t *p = &t->patches;
+    uint64_t H = permuted_dim(t, 1), W = permuted_dim(t, 2), C = permuted_dim(t, 3), e;
+    while (count) {                     /* count > 0: C > 0 */
+        uint64_t tap = k / C, c = k % C, dy = tap / p->width, dx = tap % p->width;
+        /* Image pixel (y - top, x - left); y, x < 2^33. */
+        uint64_t y = p->step_y * i + dy, x = p->step_x * j + dx;
+        uint64_t run = C - c < count ? C - c : count;
+        if (y >= p->top && y - p->top < H && x >= p->left && x - p->left < W) {
+            uint8_t *pixel = host + n * st[0] + (y - p->top) * st[1] + (x - p->left) * st[2] + c * st[3];
+            copy_run(s, pixel, run, st[3], t->itemsize, 1);
+        } else {
+            for (e = 0; e < run; e++)
+                memcpy(stream_put_slot(s, t->itemsize), fill, t->itemsize);
+        }
+        k += run;
+        count -= run;
+    }
+}
+
+/* An input written as patches (to external memory only): P of npu_patches_t, computed
+ * element by element from the host array while streaming it out (never held whole), in
+ * the binding's layout: for "brick" one run of up to L elements of P's last axis per brick
+ * (as convert_brick), for "rows" and "flat" all of it per (n, i, j), padded with zeros to
+ * whole L-element vectors for "rows" (as convert_rows; "flat" is rows of 1-element vectors). */
+static void convert_patches(const npu_tensor_t *t, uint64_t lanes, ext_stream_t *s, uint8_t *host)
+{
+    uint64_t st[NPU_MAX_RANK], N = stored_dim(t, 0), R = stored_dim(t, 1), Q = stored_dim(t, 2);
+    uint64_t K = stored_dim(t, 3), n, cb, i, j;
+    uint8_t fill[8];
+    host_strides(t, st);
+    fill_element(t, fill);
+    if (t->layout == NPU_LAYOUT_BRICK) {
+        for (n = 0; n < N; n++)
+            for (cb = 0; cb * lanes < K; cb++)
+                for (i = 0; i < R; i++)
+                    for (j = 0; j < Q; j++) {
+                        uint64_t c0 = cb * lanes, used = K - c0 < lanes ? K - c0 : lanes;
+                        put_patches_run(s, t, host, st, fill, n, i, j, c0, used);
+                        pad(s, (lanes - used) * t->itemsize, 1);
+                    }
+    } else {
+        uint64_t vector = t->layout == NPU_LAYOUT_ROWS ? lanes : 1;
+        uint64_t padding = (ceil_div(K, vector) * vector - K) * t->itemsize;
+        for (n = 0; n < N; n++)
+            for (i = 0; i < R; i++)
+                for (j = 0; j < Q; j++) {
+                    put_patches_run(s, t, host, st, fill, n, i, j, 0, K);
+                    pad(s, padding, 1);
+                }
+    }
+}
+
 /* The tensor's conversion in either direction; the stream covers [addr, addr + nbytes),
- * every byte of it written (padding as zeros) or read past. */
+ * every byte of it written (padding as zeros) or read past.  Patches only to external
+ * memory (the parse refuses them on outputs; npu_get_output checks). */
 static void convert(const npu_program_t *prog, const npu_tensor_t *t, ext_stream_t *s, uint8_t *host, int to_ext)
 {
     uint64_t lanes = prog->config.bus_bytes;
     uint64_t done;
-    if (t->layout == NPU_LAYOUT_BRICK)
+    if (t->has_patches)
+        convert_patches(t, lanes, s, host);
+    else if (t->layout == NPU_LAYOUT_BRICK)
         convert_brick(t, lanes, s, host, to_ext);
     else if (t->layout == NPU_LAYOUT_ROWS)
         convert_rows(t, lanes, s, host, to_ext);
@@ -830,6 +1057,8 @@ npu_status_t npu_get_output(const npu_dev_t *dev, const npu_program_t *prog, uin
     if (!dev || !prog || index >= prog->n_outputs)
         return NPU_E_ARG;
     t = &prog->outputs[index];
+    if (t->has_patches)             /* patches cannot be read back (never parsed on an output) */
+        return NPU_E_ARG;
     TRY(tensor_access(dev, t, data, bytes));
     if (dev->cache_invalidate && dev->mem)
         dev->cache_invalidate(dev->ctx, dev->mem + t->addr, (size_t)t->nbytes);

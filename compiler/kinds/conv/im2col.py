@@ -108,7 +108,7 @@ def _flat_window(flow: Dataflow, name: str):
     return root, tuple(int(v) for v in offset)
 
 
-def _only_reader(flow: Dataflow, layer, root: str) -> bool:
+def only_reader(flow: Dataflow, layer, root: str) -> bool:
     """``layer`` is the one layer reading ``root`` and no graph output lives there."""
     if any(flow.root_of(b.tensor).name == root for b in flow.outputs):
         return False
@@ -121,7 +121,7 @@ def gather_of(flow: Dataflow, layer, config: NpuConfig) -> Gather | None:
     if type(layer) is not ConvLayer or layer.depth_multiplier or any(layer.pad) or layer.dilation[1] != 1:
         return None
     found = _flat_window(flow, layer.input)
-    if found is None or not _only_reader(flow, layer, found[0].name):
+    if found is None or not only_reader(flow, layer, found[0].name):
         return None
     root, (n0, y0, x0, _) = found
     _, rh, rw, cin = root.shape

@@ -35,7 +35,8 @@ from isa.config import NpuConfig
 from compiler.core.ir import ConvLayer
 from compiler.core.dataflow import Dataflow, Ref, Root
 from compiler.core.views import ceil_div
-from compiler.kinds.conv import im2col
+from compiler.kinds.conv import im2col, input_patches
+from compiler.kinds.conv.taps import tap_of, taps_per_row
 from compiler.kinds.conv.tiling import plan_candidates
 
 IDENTITY_SHIFT = 30          # multiplier 2**30, shift 30: (v * 2**30 + 2**29) >> 30 == v
@@ -64,15 +65,29 @@ class PackedConvLayer(ConvLayer):
 
 def pack_taps(flow: Dataflow, config: NpuConfig) -> Dataflow:
     """Rewrite ``flow``'s eligible conv layers in place (and return it): each takes the
-    fastest by estimate of its im2col by the DMA (im2col.py), tap packing, and itself."""
+    fastest by estimate of its input written as patches by the host (input_patches.py), its
+    im2col by the DMA (im2col.py), tap packing, and itself."""
     out = []
     for layer in flow.layers:
         g = _factor(layer, config)
         gather = im2col.gather_of(flow, layer, config)
         if gather is not None and im2col.fits(layer, gather, config) and \
                 im2col.cycles(layer, gather, config) < _planned_cycles(layer, g, config):
-            out.append(im2col.rewrite(flow, layer, gather, config))
+            form, cycles = "im2col", im2col.cycles(layer, gather, config)
         elif g:
+            form, cycles = "taps", None
+        else:
+            form, cycles = "plain", None
+        patches = input_patches.patches_of(flow, layer, config)
+        if patches is not None:
+            on_patches = _estimate(input_patches.layer_on_patches(layer, patches), config)
+            if on_patches < (cycles if cycles is not None else _planned_cycles(layer, g, config)):
+                form = "patches"
+        if form == "patches":
+            out.append(input_patches.rewrite(flow, layer, patches))
+        elif form == "im2col":
+            out.append(im2col.rewrite(flow, layer, gather, config))
+        elif form == "taps":
             out += _split(flow, layer, g)
         else:
             out.append(layer)
@@ -80,24 +95,17 @@ def pack_taps(flow: Dataflow, config: NpuConfig) -> Dataflow:
     return flow
 
 
+def _estimate(layer: ConvLayer, config: NpuConfig) -> int:
+    """Cycles of ``layer`` by the estimate of the tiling the driver would pick (tiling.py)."""
+    return plan_candidates(layer, config)[0].estimate["cycles"]
+
+
 def _planned_cycles(layer: ConvLayer, g: int, config: NpuConfig) -> int:
     """Cycles of ``layer`` tap-packed by ``g`` (the repack's included), or as it is with
     ``g == 0``, by the estimate of the tilings the driver would pick (tiling.py): what the
     im2col form's estimate is compared with."""
     layers = _layers(layer, g, f"{layer.name}.packed") if g else [layer]
-    return sum(plan_candidates(part, config)[0].estimate["cycles"] for part in layers)
-
-
-def taps_per_row(kw: int, s: int, g: int) -> int:
-    """x-taps of the packed convolution: tap ``j`` covers kernel columns ``s*j .. s*j+g-1``."""
-    return 1 + max(0, ceil_div(kw - g, s))
-
-
-def _tap_of(kx: int, s: int, g: int) -> tuple[int, int]:
-    """(tap, pixel in the brick) that multiplies kernel column ``kx``: the first tap covering
-    it (taps overlap when ``g > s``; the later ones hold the weight zero point there)."""
-    j = max(0, ceil_div(kx - g + 1, s))
-    return j, kx - s * j
+    return sum(_estimate(part, config) for part in layers)
 
 
 def _factor(layer, config: NpuConfig) -> int:
@@ -165,7 +173,7 @@ def _layers(layer: ConvLayer, g: int, packed: str) -> list[ConvLayer]:
     # [o][ky][j][dx*cin + c] = W[o][ky][s*j + dx][c] for the tap that owns column s*j + dx.
     w = np.full((cout, kh, kq, g, cin), layer.weight_zp, dtype=np.int8)
     for kx in range(kw):
-        j, dx = _tap_of(kx, s, g)
+        j, dx = tap_of(kx, s, g)
         w[:, :, j, dx, :] = layer.weights[:, :, kx, :]
     w = np.ascontiguousarray(w.reshape(cout, kh, kq, g * cin))
     conv = PackedConvLayer(
