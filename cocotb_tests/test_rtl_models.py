@@ -91,7 +91,7 @@ def test_merged_elementwise_chains_on_rtl(small_rtl):
 
 
 @pytest.mark.parametrize("config_name", ["small", "default"])
-def test_im2col_conv_on_rtl(config_name, request):
+def test_im2col_conv_on_rtl(config_name, request, monkeypatch):
     """A strided few-channel convolution gathered by the DMA (packed-line DMA_LOADs of a
     flat graph input: compiler/kinds/conv/im2col.py) on the RTL: outputs equal the
     reference interpreter's; every external byte, CYCLES and the busy counters equal the ISA
@@ -101,10 +101,14 @@ def test_im2col_conv_on_rtl(config_name, request):
 
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
     from compiler_graphs import ConvSpec, GraphBuilder, build_chain
+    from compiler.kinds.conv import input_patches
     from compiler.kinds.conv.im2col import Im2colConvLayer
     from compiler.driver import run_pipeline
     from sim.reference import run_graph
 
+    # The small case's input is the graph's own, which the host would write as patches
+    # (test_patches_conv_on_rtl): the gather is what is tested here.
+    monkeypatch.setattr(input_patches, "patches_of", lambda *args: None)
     rng = np.random.default_rng(21)
     if config_name == "small":
         config = SMALL_CONFIG
@@ -119,5 +123,30 @@ def test_im2col_conv_on_rtl(config_name, request):
     x = graph.main.inputs[0]
     inputs = {x: rng.integers(-128, 128, graph.main.tensor(x).shape, dtype=np.int8)}
     outputs = _run_both(comp.program, inputs, request.getfixturevalue(f"{config_name}_rtl"))
+    for name, want in run_graph(graph, inputs).items():
+        np.testing.assert_array_equal(outputs[name], want)
+
+
+def test_patches_conv_on_rtl(small_rtl):
+    """A few-channel convolution whose graph input the host writes as patches
+    (isa/patches.py, compiler/kinds/conv/input_patches.py) on the RTL, with padding filled
+    by the host: outputs equal the reference interpreter's; every external byte, CYCLES and
+    the busy counters equal the ISA simulator's."""
+    import sys
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+    from compiler_graphs import ConvSpec, build_chain
+    from compiler.kinds.conv.input_patches import PatchConvLayer
+    from compiler.driver import run_pipeline
+    from sim.reference import run_graph
+
+    rng = np.random.default_rng(23)
+    graph = build_chain(rng, (1, 29, 30, 1), [ConvSpec(oc=10, kernel=(5, 5), stride=(2, 2), pad=(2, 2, 2, 2))])
+    comp = run_pipeline(graph, SMALL_CONFIG)
+    (layer,) = comp.layers
+    assert isinstance(layer, PatchConvLayer) and comp.program.inputs[0].patches == layer.patches
+    x = graph.main.inputs[0]
+    inputs = {x: rng.integers(-128, 128, graph.main.tensor(x).shape, dtype=np.int8)}
+    outputs = _run_both(comp.program, inputs, small_rtl)
     for name, want in run_graph(graph, inputs).items():
         np.testing.assert_array_equal(outputs[name], want)

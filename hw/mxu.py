@@ -34,13 +34,17 @@ reach row k at t+2+k; the sum leaves row R-1 at t+R+2, when the ACC row (read at
 through a port transparent to the write port, so back-to-back updates of one row see each
 other) is added (if ``accumulate``) and written.  The unit is busy from s through the last
 write at s + P*N + R + 1.  MATMUL with ``N == 0`` does nothing and never makes the unit busy.
+
+``pending`` counts the unfinished MATMULs (ACT's ``mxu_lag``, isa/instructions.py): one more
+from s, one fewer from the cycle after a MATMUL's last ACC write (its last row carries a
+"last" bit down the metadata pipeline), so ``pending == 0`` exactly when the unit is idle.
 """
 from __future__ import annotations
 
 from amaranth import Cat, Module, Mux, Signal, signed
 from amaranth.lib import wiring
 from amaranth.lib.memory import ReadPort, WritePort
-from amaranth.lib.wiring import In
+from amaranth.lib.wiring import In, Out
 from amaranth.utils import ceil_log2
 
 from isa.config import NpuConfig
@@ -51,6 +55,9 @@ from hw.decode import fields_layout
 ACC_BITS = 32                # one ACC lane
 WIDE_BITS = 48               # an int48 accumulator (two ACC rows)
 PRODUCT_BITS = 17 + 9        # (int8/int16 - int16 zero point) x (int8/int4 - int8 zero point)
+# Unfinished MATMULs (ACT's mxu_lag, isa/instructions.py): accepted at least max(P*N, R) cycles
+# apart, each finishing P*N + R + 2 cycles after it starts, so at most 3 are ever unfinished.
+PENDING_BITS = 3
 
 
 def mxu_cmd_layout():
@@ -71,6 +78,7 @@ class Mxu(wiring.Component):
             "wsram_r": In(ReadPort.Signature(addr_width=ceil_log2(config.wsram_rows), shape=bits)),
             "acc_r": In(ReadPort.Signature(addr_width=acc_aw, shape=ACC_BITS * config.array_cols)),
             "acc_w": In(WritePort.Signature(addr_width=acc_aw, shape=ACC_BITS * config.array_cols)),
+            "pending": Out(PENDING_BITS),
         })
 
     def elaborate(self, platform):
@@ -214,11 +222,17 @@ class Mxu(wiring.Component):
         meta_row = [Signal.like(acc_ptr, name=f"mr{i}") for i in range(depth)]
         meta_acc = [Signal(name=f"ma{i}") for i in range(depth)]
         meta_hi = [Signal(name=f"mh{i}") for i in range(depth)]     # the high row of an int48
+        meta_last = [Signal(name=f"ml{i}") for i in range(depth)]   # a MATMUL's last row
         m.d.sync += [meta_valid[0].eq(in_row), meta_row[0].eq(acc_ptr), meta_acc[0].eq(accumulate),
-                     meta_hi[0].eq(second)]
+                     meta_hi[0].eq(second), meta_last[0].eq(in_row & (fe_count == n_rows - 1))]
         for i in range(1, depth):
             m.d.sync += [meta_valid[i].eq(meta_valid[i - 1]), meta_row[i].eq(meta_row[i - 1]),
-                         meta_acc[i].eq(meta_acc[i - 1]), meta_hi[i].eq(meta_hi[i - 1])]
+                         meta_acc[i].eq(meta_acc[i - 1]), meta_hi[i].eq(meta_hi[i - 1]),
+                         meta_last[i].eq(meta_last[i - 1])]
+        # Unfinished MATMULs: counted from the cycle after the command (its start s, when the
+        # unit turns busy) to the cycle after its last ACC write (when a wait on it ends).
+        finished = meta_valid[rows + 1] & meta_last[rows + 1]
+        m.d.sync += self.pending.eq(self.pending + start_w - finished)
         old = self.acc_r.data
         use_old = meta_acc[rows + 1]
         words = []

@@ -22,7 +22,8 @@ States (cycle 0 is the cycle after the CTRL.START write):
   issues: one instruction per cycle at best.
 
 * An instruction in IR issues when its unit is ``ready``, every unit in its ``wait`` mask
-  is idle (not ``busy``), and, if it writes ASRAM or ACC, the other writer of that memory
+  is idle (not ``busy``; for an ACT with ``mxu_lag`` k > 0 the MXU counts as idle once at
+  most k MATMULs are unfinished, the MXU's ``pending``), and, if it writes ASRAM or ACC, the other writer of that memory
   is not busy writing it (isa/ports.py: each memory has one write port; ``writing`` holds
   what each unit's last instruction writes); SYNC and LOOP need only the wait mask.  HALT, and any instruction
   with a non-zero error code, stop the NPU in the first cycle in which every unit is idle
@@ -76,7 +77,7 @@ from hw.decode import fields_layout, instr_layout, opcode
 from hw.interfaces import ExtBusSignature, UnitCtlSignature
 from hw.loop import LoopStack
 from hw.precheck import PreCheck, index_bits, pre_bits
-from hw.mxu import ACC_BITS, mxu_cmd_layout
+from hw.mxu import ACC_BITS, PENDING_BITS, mxu_cmd_layout
 
 # Units with a bit in the wait mask, in bit order.
 WAIT_UNITS = tuple(u for u in sorted(Unit) if u is not Unit.SEQ)
@@ -121,6 +122,7 @@ class Sequencer(wiring.Component):
                                               shape=ACC_BITS * config.array_cols)),
             "dma": Out(UnitCtlSignature(dma_cmd_layout())),
             "mxu": Out(UnitCtlSignature(mxu_cmd_layout())),
+            "mxu_pending": In(PENDING_BITS),      # unfinished MATMULs (ACT's mxu_lag)
             "vpu": Out(UnitCtlSignature(vpu_cmd_layout())),
         })
 
@@ -217,9 +219,13 @@ class Sequencer(wiring.Component):
 
         busy = Cat(getattr(self, u.name.lower()).busy for u in WAIT_UNITS)
         wait = instr_layout("HALT")(ir_word).wait     # the header is common to all
-        wait_ok = (wait & busy) == 0
-        all_idle = busy == 0
         ir_opcode = ir_word[:OPCODE_BITS]
+        # ACT's mxu_lag k > 0: its MXU wait is met once at most k MATMULs are unfinished.
+        lag = Mux(ir_opcode == opcode("ACT"), instr_layout("ACT")(ir_word).mxu_lag, 0)
+        waited_busy = Cat(getattr(self, u.name.lower()).busy if u is not Unit.MXU else
+                          Mux(lag != 0, self.mxu_pending > lag, self.mxu.busy) for u in WAIT_UNITS)
+        wait_ok = (wait & waited_busy) == 0
+        all_idle = busy == 0
 
         # One writer per memory (isa/ports.py): what the instruction in IR writes, what each
         # unit's last instruction writes, and whether the other writer is still at it.

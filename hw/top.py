@@ -130,6 +130,7 @@ class Npu(wiring.Component):
 
         wiring.connect(m, seq.dma, dma.ctl)
         wiring.connect(m, seq.mxu, mxu.ctl)
+        m.d.comb += seq.mxu_pending.eq(mxu.pending)
         # TABLE shares the vector unit's sequencer port: one VPU in the wait mask and the
         # busy counters, ready when both are (each is ready only when idle).
         is_table = seq.vpu.cmd.word[:OPCODE_BITS] == BY_NAME["TABLE"].opcode

@@ -47,6 +47,7 @@ INSTR_BYTES = INSTR_BITS // 8
 OPCODE_BITS = 6
 WAIT_BITS = 3
 HEADER_BITS = OPCODE_BITS + WAIT_BITS
+MXU_LAG_BITS = 2            # ACT: unfinished MATMULs its MXU wait allows (at most 3)
 
 
 class Unit(enum.IntEnum):
@@ -597,6 +598,8 @@ of the tile or ACC row touched (P per result) is past the end."""),
         Field("clamp_max", 16, signed=True, doc="upper bound of the output"),
         Field("scale32", 1, doc="1: 32-bit multiplier; 0: 16-bit multiplier (low half)"),
         Field("double_round", 1, doc="1: TOSA double rounding (scale32 only)"),
+        Field("mxu_lag", MXU_LAG_BITS, doc="with MXU in wait: issue once at most this many MATMULs are "
+                                           "unfinished (0: the MXU idle)"),
     ), doc="""\
 The output stage of a convolution: bias, RESCALE, output zero point, clamp, narrow to int8.
 Lane n of every row uses lane n of the parameter rows (per-channel scaling; per-tensor
@@ -615,7 +618,17 @@ scaling repeats one value):
 apply_clip order), and int8() keeps the low 8 bits.
 This is apply_scale_32/16 of the TOSA spec (sim/tosa_helpers.py) for every value the spec
 allows; outside its REQUIRE range the result is still defined as above.  Errors:
-SRAM_OVERFLOW for rows past the end of ACC, ASRAM or PSRAM."""),
+SRAM_OVERFLOW for rows past the end of ACC, ASRAM or PSRAM.
+
+``mxu_lag`` (timing only) relaxes the MXU bit of ``wait``: the ACT issues once at most
+``mxu_lag`` MATMULs issued before it are unfinished (a MATMUL is unfinished from its issue
+until its last ACC write).  The MXU finishes MATMULs in issue order, so every MATMUL but the
+last ``mxu_lag`` has written ACC; the compiler sets it when the ACT reads the results of a
+MATMUL followed by up to ``mxu_lag`` others (the next output block's), so the array streams
+on while the ACT waits for its own block and never drains between blocks (an MXU wait
+otherwise waits for the whole array to empty: ``array_rows + 2`` cycles per block).  This is
+AMD GCN's ``s_waitcnt`` counter wait applied to one unit; with MXU not in ``wait`` it has no
+effect."""),
     InstrDef("VRESCALE", 25, Unit.VPU, _vec_loops() + _vec_src("a", "the input") + _vec_dst() + (
         Field("in_type", 3, doc="element type read", enum=VecType),
         Field("out_type", 3, doc="element type written (not INT48)", enum=VecType),

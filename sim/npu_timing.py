@@ -30,7 +30,9 @@ Front end and issue (sequencer, in order)
     The first instruction is read at ``A(0)``.  So straight-line code with the buffer ahead
     runs as without fetch: instruction k+1 enters IR the cycle after instruction k issues.
     An instruction issues at the first cycle ``c`` at or after it entered IR in which its
-    unit is *ready*, every unit in its ``wait`` mask is *idle*, and, if it writes ASRAM or
+    unit is *ready*, every unit in its ``wait`` mask is *idle* (for an ACT with ``mxu_lag``
+    = k > 0, the MXU bit: at most k MATMULs unfinished, i.e. ``c`` after the last ACC write
+    of the MATMUL k+1 from the last issued, or any ``c`` if fewer were), and, if it writes ASRAM or
     ACC, the memory's other writer (ASRAM: DMA and VPU; ACC: MXU and VPU) is idle or its
     last instruction does not write that memory (isa/ports.py: one write port per memory).
     SYNC needs only the wait mask.  HALT, a failing instruction (``stop_at``), or running off the end of the list
@@ -274,6 +276,7 @@ class TimingModel:
         busy = {u: _Intervals() for u in UNITS}
         writing = {u: () for u in UNITS}       # memories the unit's last instruction writes
         dma_busy: list[tuple[int, int]] = []
+        mxu_done: list[int] = []               # cycle after each MATMUL's last ACC write
         fetcher = _Fetcher(cfg, prog_len, dma_busy)
         per_instr: list[InstrTiming] = []
         pcs: list = []
@@ -311,7 +314,11 @@ class TimingModel:
             writes_now = tuple(mem for mem in written(instr.name, instr.values) if mem in self.write_rule)
             # One writer per memory (isa/ports.py): wait for the other writer to finish.
             sharers = [other_writer(unit.name, mem) for mem in writes_now]
-            issue = max([in_ir] + [idle_from[u] for u in _waits(instr, self.branch_port)]
+            # ACT's mxu_lag k: all but the last k MATMULs finished (the MXU finishes in order).
+            lag = instr.values.get("mxu_lag", 0)
+            waited = [(mxu_done[-lag - 1] if len(mxu_done) > lag else 0) if u == "MXU" and lag else idle_from[u]
+                      for u in _waits(instr, self.branch_port)]
+            issue = max([in_ir] + waited
                         + [idle_from[u] for u, mem in zip(sharers, writes_now) if mem in writing[u]])
             if trip is not None:
                 decide = issue + 1 if instr.name == "BRANCH" else max(
@@ -341,6 +348,7 @@ class TimingModel:
                         end = start + matmul.busy_cycles(rows, n, a_type) - 1
                         ready_from[name] = start + matmul.front_end_cycles(rows, n, a_type) - 1
                         idle_from[name] = max(idle_from[name], end + 1)
+                        mxu_done.append(end + 1)
                     else:
                         end = issue
                         ready_from[name] = start

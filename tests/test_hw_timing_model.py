@@ -52,3 +52,40 @@ def test_stops():
     t = MODEL.run([make("DMA_STORE"), make("ACT"), make("MATMUL"), make("HALT")])
     assert t.busy == {"DMA": 0, "MXU": 0, "VPU": 0}
     assert MODEL.run([make("HALT")], boot_error=True).total_cycles == 0
+
+
+def test_act_mxu_lag():
+    # The MATMULs as in test_matmuls_stream_back_to_back: the first (40 vectors) issues at
+    # 21 and writes ACC last at 22 + 40 + 4 + 1 = 67; the second issues at 61 (ready after
+    # max(N, ROWS) cycles) and finishes at 62 + 6 + 5 = 73.  The ACT is in IR at 62.
+    def act_issue(lag: int) -> int:
+        prog = [make("MATMUL", n0=40, n1=1), make("MATMUL", n0=6, n1=1),
+                make("ACT", count=2, wait=2, mxu_lag=lag), make("HALT")]
+        t = MODEL.run(prog)
+        assert [x.issue for x in t.per_instruction[:2]] == [21, 61]
+        return t.per_instruction[2].issue
+
+    assert act_issue(0) == 74          # the MXU idle: after the second MATMUL's last write
+    assert act_issue(1) == 68          # one unfinished allowed: after the first's
+    assert act_issue(2) == 62          # two allowed, two issued: no wait at all
+    assert act_issue(3) == 62
+    # Without MXU in the wait mask the lag means nothing.
+    prog = [make("MATMUL", n0=40, n1=1), make("ACT", count=2, wait=0, mxu_lag=0), make("HALT")]
+    lagged = [make("MATMUL", n0=40, n1=1), make("ACT", count=2, wait=0, mxu_lag=3), make("HALT")]
+    assert MODEL.run(prog).per_instruction == MODEL.run(lagged).per_instruction
+
+
+def test_empty_matmuls_are_never_unfinished():
+    # An empty MATMUL (n0*n1 == 0) never makes the MXU busy, so a lag does not count it.  The
+    # 40-vector MATMUL finishes at 67; the empty one issues at 61 (ready again at 62), the
+    # 6-vector one at 62.  Two unfinished MATMULs (not three) when the ACT is in IR at 63:
+    # lag 2 lets it issue at once; lag 1 waits for the first (68).
+    def act_issue(lag: int) -> int:
+        prog = [make("MATMUL", n0=40, n1=1), make("MATMUL", n0=0, n1=1), make("MATMUL", n0=6, n1=1),
+                make("ACT", count=2, wait=2, mxu_lag=lag), make("HALT")]
+        t = MODEL.run(prog)
+        assert [x.issue for x in t.per_instruction[:3]] == [21, 61, 62]
+        return t.per_instruction[3].issue
+
+    assert act_issue(2) == 63
+    assert act_issue(1) == 68

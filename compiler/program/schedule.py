@@ -25,7 +25,11 @@ reads or writes).
    everything those knew at their own issue.  (Issue on a unit does not prove the unit's
    earlier work complete: the MXU accepts a MATMUL while the previous one drains.)  A
    dependence on an op not known complete puts that op's unit in the mask; bits implied
-   by the others are dropped.
+   by the others are dropped.  An ACT waiting for the MXU takes ``mxu_lag`` = the busy
+   MATMULs emitted after the last one it depends on (at most 3, isa/instructions.py): it
+   then waits for those to finish, not for the array to empty, and only they are known
+   complete after it (the lag is dropped where that knowledge would not cover every
+   dependence the other wait bits were dropped for).
 """
 from __future__ import annotations
 
@@ -34,13 +38,15 @@ from dataclasses import dataclass
 import numpy as np
 
 from isa.encoding import Instruction, make
-from isa.instructions import Unit
+from isa.instructions import MXU_LAG_BITS, Unit
 from isa.ports import other_writer, written
 
 from compiler.core.ops import FixedOp, Op
 
 UNITS = (Unit.DMA, Unit.MXU, Unit.VPU)
 WINDOW = 32
+MAX_LAG = (1 << MXU_LAG_BITS) - 1      # ACT's mxu_lag field
+SERIAL = (Unit.DMA, Unit.VPU)          # units that take an op only when idle (sim/npu_timing.py)
 
 
 @dataclass
@@ -122,6 +128,7 @@ class _Machine:
         self.known_at: dict[int, dict] = {}            # op -> knowledge at its issue
         self.latest: dict[int, dict] = {}              # op -> {unit: last ordinal it depends on}
         self.writing = {u: () for u in UNITS}          # memories each unit's last op writes
+        self.mxu_done: list[tuple[int, int]] = []      # (op, first idle cycle) of busy MXU ops
         self.units = [op.unit for op in ops]          # looked up once: hot in evaluate()
         self.written = [written(op.instr.name, op.instr.values) if u in UNITS else ()
                         for op, u in zip(ops, self.units)]
@@ -146,6 +153,37 @@ class _Machine:
                     k[w] = max(k[w], n)
         return k
 
+    def _merge_lag(self, base: dict, units, lag: int) -> dict:
+        """Knowledge after waiting for ``units``, the MXU with ``lag`` (ACT's mxu_lag): every
+        MXU op up to the one ``lag + 1`` from the last busy one is complete, not the rest."""
+        if not lag:
+            return self._merge(base, units)
+        k = self._merge(base, [u for u in units if u != Unit.MXU])
+        op = self.mxu_done[-lag - 1][0]
+        k[Unit.MXU] = max(k[Unit.MXU], self.ordinal[op] + 1)
+        for w, n in self.known_at[op].items():
+            k[w] = max(k[w], n)
+        return k
+
+    def _lag(self, i: int, waits: tuple) -> int:
+        """The mxu_lag an ACT waiting for the MXU can take: the busy MXU ops emitted after the
+        last one it depends on (at most MAX_LAG), 0 where that knowledge would not cover
+        every dependence."""
+        if Unit.MXU not in waits or self.ops[i].instr.name != "ACT":
+            return 0
+        dep = self.latest[i].get(Unit.MXU, -1)
+        after = 0
+        for op, _ in reversed(self.mxu_done):
+            if self.ordinal[op] <= dep:
+                break
+            after += 1
+        if after == len(self.mxu_done):     # it depends on no busy MXU op: no lag to take
+            return 0
+        lag = min(after, MAX_LAG)
+        if lag and self._unknown_units(i, self._merge_lag(self.known, waits, lag)):
+            return 0
+        return lag
+
     def _unknown_units(self, i: int, known: dict) -> set:
         latest = self.latest.get(i)
         if latest is None:
@@ -164,30 +202,39 @@ class _Machine:
         """(issue cycle, wait units) if op ``i`` were emitted next."""
         unit = self.units[i]
         if unit not in UNITS:   # HALT: waits for every unit by definition
-            return max([self.last_issue + 1] + list(self.idle.values())), ()
+            return max([self.last_issue + 1] + list(self.idle.values())), (), 0
         need = self._unknown_units(i, self.known)
         for u in sorted(need):
             rest = need - {u}
             if not self._unknown_units(i, self._merge(self.known, rest)):
                 need = rest
         waits = tuple(sorted(need))
-        issue = max([self.last_issue + 1, self.ready[unit]] + [self.idle[u] for u in waits + self.sharers(i)])
-        return issue, waits
+        lag = self._lag(i, waits)
+        idle = dict(self.idle)
+        if lag:
+            idle[Unit.MXU] = self.mxu_done[-lag - 1][1]
+        issue = max([self.last_issue + 1, self.ready[unit]] + [idle[u] for u in waits]
+                    + [self.idle[u] for u in self.sharers(i)])
+        return issue, waits, lag
 
-    def emit(self, i: int, issue: int, waits: tuple) -> int:
+    def emit(self, i: int, issue: int, waits: tuple, lag: int = 0) -> int:
         op = self.ops[i]
         unit = op.unit
-        self.known = self._merge(self.known, waits)
+        self.known = self._merge_lag(self.known, waits, lag)
         self.last_issue = issue
         if unit not in UNITS:
             return issue + 1
         self.ordinal[i] = self.count[unit]
+        if unit in SERIAL:     # it issues only once its unit is idle: earlier ops are complete
+            self.known[unit] = max(self.known[unit], self.ordinal[i])
         self.known_at[i] = dict(self.known)
         self.count[unit] += 1
         self.last[unit] = i
         self.ready[unit] = issue + op.occupancy
         self.idle[unit] = max(self.idle[unit], issue + op.busy)
         self.writing[unit] = self.written[i]
+        if unit == Unit.MXU and op.busy:
+            self.mxu_done.append((i, issue + op.busy))
         return issue + max(op.busy, 1)
 
 
@@ -303,14 +350,16 @@ def _schedule_run(ops: list[Op]) -> Scheduled:
     machine = _Machine(ops, preds)
     out_ops, issues, finishes = [], [], []
     while ready:
-        i, issue, waits = _pick(machine, ready)
+        i, issue, waits, lag = _pick(machine, ready)
         ready.remove(i)
-        finishes.append(machine.emit(i, issue, waits))
+        finishes.append(machine.emit(i, issue, waits, lag))
         issues.append(issue)
         op = ops[i]
-        mask = sum(1 << int(u) for u in waits)
-        out_ops.append(Op(Instruction(op.instr.name, {**op.instr.values, "wait": mask}),
-                          op.layer, op.reads, op.writes, op.occupancy, op.busy))
+        values = {**op.instr.values, "wait": sum(1 << int(u) for u in waits)}
+        if lag:
+            values["mxu_lag"] = lag
+        out_ops.append(Op(Instruction(op.instr.name, values), op.layer, op.reads, op.writes, op.occupancy,
+                          op.busy))
         for s in succs[i]:
             missing[s] -= 1
             if missing[s] == 0:
@@ -320,18 +369,19 @@ def _schedule_run(ops: list[Op]) -> Scheduled:
     return Scheduled(out_ops, issues, finishes)
 
 
-def _pick(machine: _Machine, ready: list[int]) -> tuple[int, int, tuple]:
-    """The natural next op, or an op that can go first without delaying it."""
+def _pick(machine: _Machine, ready: list[int]) -> tuple[int, int, tuple, int]:
+    """The natural next op, or an op that can go first without delaying it: (op, issue
+    cycle, wait units, mxu_lag)."""
     first = ready[0]
-    issue, waits = machine.evaluate(first)
+    issue, waits, lag = machine.evaluate(first)
     blocked = set(waits) | set(machine.sharers(first)) | {machine.units[first]}
-    best = (first, issue, waits)
+    best = (first, issue, waits, lag)
     for i in ready[1:WINDOW]:
         if machine.units[i] in blocked:
             continue
-        when, w = machine.evaluate(i)
+        when, w, k = machine.evaluate(i)
         if when < best[1]:
-            best = (i, when, w)
+            best = (i, when, w, k)
     return best
 
 

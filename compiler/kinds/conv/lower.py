@@ -9,8 +9,16 @@ For every (weight group, output tile) step of the plan's loop order:
    depthwise layer's block per kernel tap of its own input block (diagonal weight tiles): the
    2-D loop of the MATMUL walks the tile's output pixels (``n0`` columns with input stride
    ``stride_x``, ``n1`` rows), accumulating into the block's ACC slot;
-3. per output-channel block, once its last MATMUL is emitted, one ACT (bias, RESCALE, zero point, clamp) into an ASRAM output
-   slot and one DMA_STORE of the tile's bricks.
+3. per output-channel block, one ACT (bias, RESCALE, zero point, clamp) into an ASRAM output
+   slot and one DMA_STORE of the tile's bricks, emitted after the MATMULs of the step's next
+   block (the last block's at once, as is every block's with one ACC slot).
+
+The ACT after the next block's MATMULs waits for its own with ACT's ``mxu_lag`` (set by the
+scheduler, compiler/program/schedule.py): the array streams the next block meanwhile.  An ACT
+right after its block's MATMULs waited for the MXU to be idle, the array empty: every block
+cost ``array_rows + 2`` cycles more than its MATMULs (ResNet-50's 1x1 128->512 layer at 28x28
+on 64x64: 16,187 -> 15,007 cycles).  Not across steps: there the next MATMULs wait for the
+next input window and the deferred store with them (its 7x7 stem: 47,338 -> 61,706).
 
 Weights are loaded one output block at a time (one DMA_LOAD per block of a group not
 resident in its WSRAM slot), one block ahead: after the first MATMUL of a block comes the
@@ -123,19 +131,23 @@ def lower_conv(plan: ConvPlan, ext: ExtPlan, config: NpuConfig, index: int) -> l
             ops.append(weight_load(*pieces[emitted]))
             emitted += 1
 
-    def emit_input(u: int) -> None:
-        """Step ``u``'s input window, unless its slot holds it or it is emitted already."""
+    def emit_input(u: int, planes: range | None = None) -> None:
+        """Step ``u``'s input window (its input blocks ``planes``, default all), unless its
+        slot holds it or it is emitted already."""
         use = uses[u]
         if use.in_resident or u in inputs_done:
             return
-        inputs_done.add(u)
         t, grp = tiles[use.ti], use.group
-        win = Window(base=src.word(t.n, grp.cb0, 0, 0), height=ih, width=iw,
+        planes = range(grp.ncb) if planes is None else planes
+        if planes.stop >= grp.ncb:
+            inputs_done.add(u)
+        rows, cols = plan.in_rows(t.th), plan.in_cols(t.tw)
+        win = Window(base=src.word(t.n, grp.cb0 + planes.start, 0, 0), height=ih, width=iw,
                      line_bytes=src.strides[2], plane_bytes=src.strides[1],
                      pad_top=pad_top, pad_left=pad_left, row0=t.oy * sy, row_step=step,
-                     rows=plan.in_rows(t.th), col0=t.ox * sx, cols=plan.in_cols(t.tw), planes=grp.ncb)
-        ops.extend(load_window(config, index, win, use.in_slot * plan.in_slot_rows, fill_addr,
-                               layer.input_zp))
+                     rows=rows, col0=t.ox * sx, cols=cols, planes=len(planes))
+        ops.extend(load_window(config, index, win, use.in_slot * plan.in_slot_rows + planes.start * rows * cols,
+                               fill_addr, layer.input_zp))
 
     def emit_input_ahead(u: int) -> None:
         """The next step's input window, if no step from this one on reads its slot."""
@@ -153,6 +165,29 @@ def lower_conv(plan: ConvPlan, ext: ExtPlan, config: NpuConfig, index: int) -> l
                   ext_addr=w_base + ((ob * plan.wcb + w_cb) * taps + grp.tap0) * tile_bytes,
                   len0=per_block, len1=1, len2=1)
 
+    def weight_rows(u: int, c: int) -> Op:
+        """DMA_LOAD of input block ``c``'s rows of use ``u``'s first output block (the tile
+        order [ob][cb][tap] keeps them together)."""
+        use = uses[u]
+        grp = use.group
+        rows_c = grp.ntap * lanes
+        return op("DMA_LOAD", sram=Sram.WSRAM, sram_addr=use.slot * plan.w_slot_rows + c * rows_c,
+                  ext_addr=w_base + ((use.o * plan.og * plan.wcb + grp.cb0 + c) * taps + grp.tap0) * tile_bytes,
+                  len0=rows_c, len1=1, len2=1)
+
+    # A complete block's ACT and store go after the next block's MATMULs (another ACC slot):
+    # the ACT waits for its own block's MATMULs with mxu_lag (compiler/program/schedule.py)
+    # while the array streams the next block, instead of waiting for the array to empty.
+    tail: list = []
+
+    def flush_tail() -> None:
+        for item in tail:
+            if isinstance(item, int):
+                emit_input_ahead(item)
+            else:
+                ops.append(item)
+        tail.clear()
+
     params = Ring(plan.w_slots)
     acc_next = out_next = 0
     ops: list[Op] = []
@@ -167,20 +202,38 @@ def lower_conv(plan: ConvPlan, ext: ExtPlan, config: NpuConfig, index: int) -> l
             acc_next += 1
         pslot, resident = params.use(o)
         p_row = pslot * plan.og * PARAM_ROWS
+        param_load = None
         if not resident:
-            ops.append(op("DMA_LOAD", sram=Sram.PSRAM, sram_addr=p_row * wpr,
-                          ext_addr=p_base + blocks[0] * PARAM_ROWS * wpr * bus,
-                          len0=len(blocks) * PARAM_ROWS * wpr, len1=1, len2=1))
+            flush_tail()                       # its ACT reads the parameters this load replaces
+            param_load = op("DMA_LOAD", sram=Sram.PSRAM, sram_addr=p_row * wpr,
+                            ext_addr=p_base + blocks[0] * PARAM_ROWS * wpr * bus,
+                            len0=len(blocks) * PARAM_ROWS * wpr, len1=1, len2=1)
         groups = plan.reduction_groups(blocks[0])    # depthwise: og == 1, the block's own input
         for g, grp in enumerate(groups):
             u += 1
             a_base = uses[u].in_slot * plan.in_slot_rows
-            emit_input(u)
+            # The layer's first step: nothing was loaded ahead of it.  Its input window and
+            # its first block's weights are loaded input block by input block, one ahead of
+            # the MATMULs (the prologue below); the parameters once they are under way.
+            split = (u == 0 and grp.ncb > 1 and not uses[0].in_resident and pieces[:1] == [(0, 0)]
+                     and not plan.depthwise)
+            if split:
+                emit_input(u, range(0, 1))
+                ops.append(weight_rows(u, 0))
+                emitted = 1
+            else:
+                if param_load is not None:
+                    ops.append(param_load)
+                    param_load = None
+                emit_input(u)
             w_slot = uses[u].slot * plan.w_slot_rows
             per_block = grp.ncb * grp.ntap * lanes   # WSRAM rows of one output block in this slot
             for j, ob in enumerate(blocks):
                 emit_needed(u, j)
                 for c in range(grp.ncb):
+                    prologue = split and j == 0
+                    if prologue and c + 1 < grp.ncb:
+                        emit_input(u, range(c + 1, c + 2))
                     for k, tap in enumerate(range(grp.tap0, grp.tap0 + grp.ntap)):
                         ky, kx = divmod(tap, kw)
                         first = g == 0 and c == 0 and k == 0
@@ -191,22 +244,34 @@ def lower_conv(plan: ConvPlan, ext: ExtPlan, config: NpuConfig, index: int) -> l
                             w_addr=w_slot + j * per_block + (c * grp.ntap + k) * lanes,
                             acc_addr=acc_of[ob], accumulate=0 if first else 1,
                             a_zp=layer.input_zp, w_zp=layer.weight_zp))
-                        if c == 0 and k == 0:
+                        if prologue and k == 0:
+                            if c + 1 < grp.ncb:
+                                ops.append(weight_rows(u, c + 1))
+                                continue
+                            if param_load is not None:
+                                ops.append(param_load)
+                                param_load = None
+                        if (c == 0 or prologue) and k == 0:
                             emit_ahead(u)
                             if j == len(blocks) - 1 and (len(blocks) == 1 or g < plan.groups - 1):
                                 emit_input_ahead(u)
-                if g == plan.groups - 1:       # block complete: free its ACC slot at once
+                flush_tail()
+                if g == plan.groups - 1:       # block complete: its ACT and store follow the next
                     out_row = plan.asram_out_base + (out_next % plan.out_slots) * pixels
                     out_next += 1
-                    ops.append(op("ACT", acc_addr=acc_of[ob], count=t.th * t.tw, dst_addr=out_row,
-                                  param_addr=p_row + j * PARAM_ROWS, out_zp=layer.output_zp,
-                                  clamp_min=layer.clamp[0], clamp_max=layer.clamp[1],
-                                  scale32=int(layer.scale32), double_round=int(layer.double_round)))
+                    tail.append(op("ACT", acc_addr=acc_of[ob], count=t.th * t.tw, dst_addr=out_row,
+                                   param_addr=p_row + j * PARAM_ROWS, out_zp=layer.output_zp,
+                                   clamp_min=layer.clamp[0], clamp_max=layer.clamp[1],
+                                   scale32=int(layer.scale32), double_round=int(layer.double_round)))
                     if j == len(blocks) - 2:
-                        emit_input_ahead(u)
-                    ops.append(op("DMA_STORE", sram=Sram.ASRAM, sram_addr=out_row,
-                                  ext_addr=dst.word(t.n, ob, t.oy, t.ox),
-                                  len0=t.tw, len1=t.th, len2=1, stride1=dst.strides[2]))
+                        tail.append(u)         # the next step's input window, after that ACT
+                    tail.append(op("DMA_STORE", sram=Sram.ASRAM, sram_addr=out_row,
+                                   ext_addr=dst.word(t.n, ob, t.oy, t.ox),
+                                   len0=t.tw, len1=t.th, len2=1, stride1=dst.strides[2]))
+                    if plan.acc_slots == 1 or j == len(blocks) - 1:
+                        flush_tail()           # the next MATMULs overwrite its ACC slot, or
+                                               # are the next step's (behind its input load)
+    flush_tail()
     return ops
 
 
