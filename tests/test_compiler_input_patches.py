@@ -24,24 +24,30 @@ from compiler.kinds.conv.input_patches import PatchConvLayer  # noqa: E402
 CONFIGS = dict(CONFIGS, array32=NAMED_CONFIGS["array32"])
 
 # (config, input shape, spec, (patch height, width, step y, step x)): the patch shape worked
-# out by hand as the one with the fewest taps (then the fewest patches).
+# out by hand as the one with the fewest MATMULs per output pixel (taps x bricks), then the
+# fewest bytes, of those within the bytes of the padded one-pixel bricks.  (Pads as the
+# graph builder makes them: bottom and right grow until the output size is exact.)
 CASES = [
-    # ResNet-50's stem, 7x7/2 with 3 channels: 5 pixels of 16 lanes, 1x5 and 5x1 patches both
-    # take 14 taps; 5x1 has fewer patches (11x27 against 25x12).
-    ("default", (1, 21, 23, 3), ConvSpec(oc=18, kernel=(7, 7), stride=(2, 2), pad=(3, 2, 3, 2)), (5, 1, 2, 1)),
-    # The same on 32 rows: 1x7 patches (21 lanes), 7 taps (2x5 would take 4x2 = 8); 7x1 ties
-    # with as many patches (8x21 and 21x8), the first found is kept.
-    ("array32", (2, 15, 15, 3), ConvSpec(oc=40, kernel=(7, 7), stride=(2, 2), pad=(3, 3, 3, 3)), (1, 7, 1, 2)),
-    # MobileNetV2's stem, 3x3/2: 1x3 and 3x1 patches both take 3 taps and as many patches
-    # (19x9, 9x19: the bottom pad grows to 2 for a whole output row); the first found is kept.
-    ("default", (1, 17, 18, 3), ConvSpec(oc=32, kernel=(3, 3), stride=(2, 2), pad=(0, 1, 0, 1)), (1, 3, 1, 2)),
-    # Stride 1, one channel, 4 rows: 3x1 patches, 3 taps (2x2 would take 4).
+    # ResNet-50's stem, 7x7/2 with 3 channels on 16 rows, 21x23 -> 11x12 (pads 3,3,3,3): 7x2
+    # and 2x7 patches both take 1x4 or 4x1 taps of 3 bricks (12; 7x7 would take 10 but is
+    # over the budget of 27x29 bricks); 7x2 has fewer bytes (11x15 against 14x12 patches).
+    ("default", (1, 21, 23, 3), ConvSpec(oc=18, kernel=(7, 7), stride=(2, 2), pad=(3, 2, 3, 2)), (7, 2, 2, 2)),
+    # The same on 32 rows, two 15x15 images -> 8x8: the whole 7x7 window, 147 lanes in 5
+    # bricks, one tap (8x8 patches of 160 bytes, within 21x21 bricks of 32).
+    ("array32", (2, 15, 15, 3), ConvSpec(oc=40, kernel=(7, 7), stride=(2, 2), pad=(3, 3, 3, 3)), (7, 7, 2, 2)),
+    # MobileNetV2's stem, 3x3/2: the 3x3 window, 27 lanes in 2 bricks, one tap.
+    ("default", (1, 17, 18, 3), ConvSpec(oc=32, kernel=(3, 3), stride=(2, 2), pad=(0, 1, 0, 1)), (3, 3, 2, 2)),
+    # Stride 1, one channel, 4 rows, 9x11 with pads of 1: 3x1 and 1x3 patches take 3 taps of
+    # one brick (3x3 would take one tap of 3 bricks but 9x11 patches of 12 bytes are over
+    # the 11x13 bricks of 4); 3x1 has fewer bytes (9x13 against 11x11).
     ("small", (1, 9, 11, 1), ConvSpec(oc=5, kernel=(3, 3), stride=(1, 1), pad=(1, 1, 1, 1)), (3, 1, 1, 1)),
-    # Stride 3 in y: 1x7 patches (rows not packed: step 1, stride 3 kept), 5 taps.
+    # Stride 3 in y: 1x7 (rows not packed: step 1, stride 3 kept; 5 taps of one brick) ties
+    # with 5x7 (one tap of 5 bricks) and has fewer bytes.
     ("default", (2, 19, 21, 2), ConvSpec(oc=20, kernel=(5, 7), stride=(3, 2), pad=(2, 1, 3, 2)), (1, 7, 1, 2)),
-    # AlexNet-like 11x11/4 on the tiny configuration (4 rows, 1 channel, 64 weight rows): 1x4
-    # patches, 11x3 taps (4x1 ties at 33 with 6x27 patches against 23x7).
-    ("tiny", (1, 23, 27, 1), ConvSpec(oc=9, kernel=(11, 11), stride=(4, 4), pad=(0, 0, 0, 0)), (1, 4, 1, 4)),
+    # AlexNet-like 11x11/4 on the tiny configuration (4 rows, 1 channel): the whole window,
+    # 121 lanes in 31 bricks, one tap: 31 MATMULs against 33 for 1x4 patches (4x5 patches
+    # of 124 bytes, just within the 23x27 bricks of 4).
+    ("tiny", (1, 23, 27, 1), ConvSpec(oc=9, kernel=(11, 11), stride=(4, 4), pad=(0, 0, 0, 0)), (11, 11, 4, 4)),
 ]
 
 

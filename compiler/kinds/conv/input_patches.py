@@ -6,23 +6,27 @@ A convolution with ``cin`` input channels fills ``cin`` of the array's ``R`` row
 repack layer that uses 3 of the rows too: on a 64x64 array ResNet-50's 7x7/2 stem took
 182,285 cycles of repack and 104,794 of convolution (7 taps of 21 lanes).  When the input is
 a graph input that only this layer reads, the host, which writes that input anyway, can
-write it as patches of ``ph x pw`` pixels instead (``ph*pw*cin <= R`` lanes, one brick):
+write it as patches of ``ph x pw`` pixels instead (``ph*pw*cin`` channels, one or more
+bricks):
 
 * along an axis with stride ``s`` and patch size ``g``: packed (``g >= s``, patches ``s``
   pixels apart, the convolution's stride there 1) or not (``g < s``, patches 1 pixel apart,
   stride ``s``), taps as in taps.py; ``kqh x kqw`` taps per output pixel instead of
-  ``kh x kw``;
+  ``kh x kw``, each ``ceil(ph*pw*cin / R)`` MATMULs;
 * the patches hold the padding (the input zero point outside the image, what the
   convolution's padding holds), so the convolution on them has none;
 * weights ``[o][a][b][(dy*pw + dx)*cin + c] = W[o][ky][kx][c]`` for the taps ``(a, b)`` that
   own kernel position ``(ky, kx)`` (taps.py), the weight zero point elsewhere.
 
-The patch shape is the one with the fewest taps (then the fewest bytes): ResNet-50's stem on
-64x64 takes 3x7 patches of 63 lanes, 3 taps per pixel (7 before, 49 unpacked); on 16x16 1x5
-patches, 14 taps as tap packing but without its repack.  tap_packing.py ``pack_taps`` takes
-this form where the tiling estimate says it is faster than the others.  The host writes
-``rows * cols * ceil(ph*pw*cin / R)`` bricks: ResNet-50's input at 64x64 is 802,816 bytes as
-patches against 3,211,264 as one-pixel bricks.
+The patch shape is the one with the fewest MATMULs per output pixel (then the fewest bytes)
+among those whose bytes stay within the padded one-pixel bricks they replace, so the host
+writes no more than before: ResNet-50's stem (7x7/2, 3 channels) takes 2x7 patches on 16x16
+(4 taps of 3 bricks: 12 MATMULs a pixel against 14 for tap packing, and no repack), 3x7 on
+32x32 (3 taps of 2 bricks) and 64x64 (3 taps of one brick, 63 lanes; 49 unpacked);
+MobileNetV2's (3x3/2) 3x3 patches, one tap of 27 lanes.  tap_packing.py ``pack_taps`` takes
+this form where the tiling estimate says it is faster than the others.  ResNet-50's input as
+patches is 618,240 bytes on 16x16 and 817,152 on 64x64, against 802,816 and 3,211,264 as
+one-pixel bricks.
 
 Limits (the layer keeps another form otherwise): a CONV2D (not depthwise) with dilation 1
 and fewer input channels than array rows, whose input is a whole graph input bound as int8
@@ -39,6 +43,7 @@ from isa.patches import Patches
 
 from compiler.core.dataflow import Dataflow
 from compiler.core.ir import ConvLayer
+from compiler.core.views import ceil_div
 from compiler.kinds.conv.im2col import only_reader
 from compiler.kinds.conv.taps import tap_of, taps_per_row
 
@@ -85,18 +90,24 @@ def patches_of(flow: Dataflow, layer, config: NpuConfig) -> Patches | None:
     rows = config.array_rows
     if cin >= rows:
         return None
+    # MATMUL vectors per output pixel and block: taps times the patch's bricks; at most the
+    # bytes of the padded one-pixel bricks the patches replace.
+    pt, pb, pl, pr = layer.pad
+    budget = n * (ih + pt + pb) * (iw + pl + pr) * ceil_div(cin, rows) * rows
     best = None
     for ph in range(1, kh + 1):
         for pw in range(1, kw + 1):
-            if ph * pw * cin > rows:
-                continue
             (ry, ty, kqh), (rx, tx, kqw) = _axis(kh, sy, ph), _axis(kw, sx, pw)
             p = Patches(height=ph, width=pw, step_y=ry, step_x=rx, top=layer.pad[0], left=layer.pad[2],
                         rows=(oh - 1) * ty + kqh, cols=(ow - 1) * tx + kqw, fill=int(layer.input_zp))
-            key = (kqh * kqw, p.rows * p.cols)
+            bricks = ceil_div(ph * pw * cin, rows)
+            size = n * p.rows * p.cols * bricks * rows
+            if size > budget:
+                continue
+            key = (kqh * kqw * bricks, size)
             if best is None or key < best[0]:
                 best = (key, p)
-    if best is None or best[0][0] >= kh * kw:
+    if best is None or best[0][0] >= kh * kw * ceil_div(cin, rows):
         return None
     return best[1]
 
