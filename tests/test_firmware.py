@@ -1072,6 +1072,17 @@ def test_npu_info_under_sanitizers(slice_programs, tmp_path):
            f"extent={program.memory_extent()}" in run.stdout
     assert f"hw_config=0x{hw_config_value(SMALL_CONFIG):08x}" in run.stdout
 
+    # On 16x16 the slice's input (5 channels) is written as patches: the tool shows them.
+    patched = slice_programs[DEFAULT_CONFIG]
+    p = patched.inputs[0].patches
+    assert p is not None
+    (tmp_path / "patched.npuprog").write_bytes(patched.to_bytes())
+    run = subprocess.run([str(tool), str(tmp_path / "patched.npuprog")], capture_output=True, text=True,
+                         timeout=60)
+    assert run.returncode == 0, run.stderr
+    assert (f" patches={p.height}x{p.width}/{p.step_y},{p.step_x}+{p.top},{p.left}:{p.rows}x{p.cols} "
+            f"fill={p.fill} bytes={patched.inputs[0].nbytes(DEFAULT_CONFIG.bus_bytes)}") in run.stdout
+
     run = subprocess.run([str(tool), "--prefixes", str(good)], capture_output=True, text=True, timeout=60)
     assert run.returncode == 0, run.stdout + run.stderr
     jlen = struct.unpack_from("<I", image, 12)[0]

@@ -71,6 +71,12 @@ static void print_tensor(const char *kind, const npu_tensor_t *t)
     if (d < t->rank)                /* stored transposed: print the perm */
         for (d = 0; d < t->rank; d++)
             printf(d ? ",%lu" : " perm=%lu", (unsigned long)t->perm[d]);
+    if (t->has_patches)             /* written as a convolution's patches (isa/patches.py) */
+        printf(" patches=%lux%lu/%lu,%lu+%lu,%lu:%lux%lu fill=%ld", (unsigned long)t->patches.height,
+               (unsigned long)t->patches.width, (unsigned long)t->patches.step_y,
+               (unsigned long)t->patches.step_x, (unsigned long)t->patches.top,
+               (unsigned long)t->patches.left, (unsigned long)t->patches.rows,
+               (unsigned long)t->patches.cols, (long)t->patches.fill);
     printf(" bytes=%llu\n", (unsigned long long)t->nbytes);
 }
 
