@@ -135,10 +135,10 @@ def layer_on_patches(layer: ConvLayer, p: Patches) -> PatchConvLayer:
         location=layer.location, original=layer, patches=p)
 
 
-def rewrite(flow: Dataflow, layer: ConvLayer, p: Patches) -> PatchConvLayer:
-    """Bind ``layer``'s input as patches ``p`` and return the layer that reads them."""
-    conv = layer_on_patches(layer, p)
-    root = flow.roots[flow.refs[layer.input].parent]
+def rewrite(flow: Dataflow, conv: PatchConvLayer) -> PatchConvLayer:
+    """Bind the input of ``conv`` (from :func:`layer_on_patches`) as its patches and return it."""
+    p = conv.patches
+    root = flow.roots[flow.refs[conv.input].parent]
     root.shape = conv.in_shape
     for name, ref in flow.refs.items():
         if ref.root and ref.parent == root.name:

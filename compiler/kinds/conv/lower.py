@@ -188,6 +188,15 @@ def lower_conv(plan: ConvPlan, ext: ExtPlan, config: NpuConfig, index: int) -> l
                 ops.append(item)
         tail.clear()
 
+    param_load = None                          # the step's parameter load, not yet emitted
+
+    def emit_params() -> None:
+        """The step's parameter load, once (at its start, or after the first step's prologue)."""
+        nonlocal param_load
+        if param_load is not None:
+            ops.append(param_load)
+            param_load = None
+
     params = Ring(plan.w_slots)
     acc_next = out_next = 0
     ops: list[Op] = []
@@ -222,9 +231,7 @@ def lower_conv(plan: ConvPlan, ext: ExtPlan, config: NpuConfig, index: int) -> l
                 ops.append(weight_rows(u, 0))
                 emitted = 1
             else:
-                if param_load is not None:
-                    ops.append(param_load)
-                    param_load = None
+                emit_params()
                 emit_input(u)
             w_slot = uses[u].slot * plan.w_slot_rows
             per_block = grp.ncb * grp.ntap * lanes   # WSRAM rows of one output block in this slot
@@ -244,14 +251,10 @@ def lower_conv(plan: ConvPlan, ext: ExtPlan, config: NpuConfig, index: int) -> l
                             w_addr=w_slot + j * per_block + (c * grp.ntap + k) * lanes,
                             acc_addr=acc_of[ob], accumulate=0 if first else 1,
                             a_zp=layer.input_zp, w_zp=layer.weight_zp))
-                        if prologue and k == 0:
-                            if c + 1 < grp.ncb:
-                                ops.append(weight_rows(u, c + 1))
-                                continue
-                            if param_load is not None:
-                                ops.append(param_load)
-                                param_load = None
-                        if (c == 0 or prologue) and k == 0:
+                        if k == 0 and prologue and c + 1 < grp.ncb:
+                            ops.append(weight_rows(u, c + 1))     # the next input block's
+                        elif k == 0 and (c == 0 or prologue):     # prologue: after its last
+                            emit_params()
                             emit_ahead(u)
                             if j == len(blocks) - 1 and (len(blocks) == 1 or g < plan.groups - 1):
                                 emit_input_ahead(u)

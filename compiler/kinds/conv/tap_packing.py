@@ -71,20 +71,21 @@ def pack_taps(flow: Dataflow, config: NpuConfig) -> Dataflow:
     for layer in flow.layers:
         g = _factor(layer, config)
         gather = im2col.gather_of(flow, layer, config)
-        if gather is not None and im2col.fits(layer, gather, config) and \
-                im2col.cycles(layer, gather, config) < _planned_cycles(layer, g, config):
-            form, cycles = "im2col", im2col.cycles(layer, gather, config)
-        elif g:
-            form, cycles = "taps", None
-        else:
-            form, cycles = "plain", None
+        if gather is not None and not im2col.fits(layer, gather, config):
+            gather = None
         patches = input_patches.patches_of(flow, layer, config)
-        if patches is not None:
-            on_patches = _estimate(input_patches.layer_on_patches(layer, patches), config)
-            if on_patches < (cycles if cycles is not None else _planned_cycles(layer, g, config)):
+        on_patches = input_patches.layer_on_patches(layer, patches) if patches is not None else None
+        form = "taps" if g else "plain"
+        if gather is not None or on_patches is not None:
+            best = _planned_cycles(layer, g, config)
+            if gather is not None:
+                cycles = im2col.cycles(layer, gather, config)
+                if cycles < best:
+                    form, best = "im2col", cycles
+            if on_patches is not None and _estimate(on_patches, config) < best:
                 form = "patches"
         if form == "patches":
-            out.append(input_patches.rewrite(flow, layer, patches))
+            out.append(input_patches.rewrite(flow, on_patches))
         elif form == "im2col":
             out.append(im2col.rewrite(flow, layer, gather, config))
         elif form == "taps":
