@@ -19,10 +19,13 @@ Datapath, for a read in cycle t (``WRITE_LATENCY`` = 4 in isa/vector.py):
   into its accumulator each element).
 * t+3: stage S2a, the rounding shift of X1 into register Y, which also does VALU's shifts
   (ARITHMETIC_RIGHT_SHIFT with its round flag, LOGICAL_RIGHT_SHIFT: by the lane's b & 31);
-  for the other VALU ops the op's last step instead: NEGATE's and CLAMP's clamp (S0 leaves
-  it out, hw/vpu_lanes.py ``valu_result``).
+  the other VALU ops' results pass.
 * t+4 .. t+3+W: stage S2b (comb from Y: zero point, type clip, clamp, output type) feeds
-  the writer, one row per cycle.  X1 changes once per vector, at least P >= W cycles
+  the writer, one row per cycle.  VALU's NEGATE clips to T and CLAMP clamps to [imm0,
+  imm1] here (S0 leaves them out, hw/vpu_lanes.py ``valu_result``): the command sets the
+  type clip and the clamp for them (hw/vpu_config.py), so one clamp serves every
+  instruction (S2a had a second one, a fifth of the unit's logic cells beside the
+  rounding shift: 812 ECP5 LUTs of 13,943 on the 4x4 array).  X1 changes once per vector, at least P >= W cycles
   apart, and Y one cycle after it, so the rows of one vector see one Y.
 
 Why the registers sit there: before them a read port's data went through the lane
@@ -52,7 +55,7 @@ from hw.interfaces import UnitCtlSignature
 from hw.sequencer import vpu_cmd_layout
 from hw.signals import named
 from hw.vpu_config import VpuConfig, command_fields, derive
-from hw.vpu_lanes import VALU_FINISH_BITS, decode_lanes, lane_product, valu_bounds, valu_result
+from hw.vpu_lanes import decode_lanes, lane_product, valu_result
 
 LANE_BITS = 32
 OPERANDS = ("a", "b", "c")
@@ -298,23 +301,18 @@ class Vpu(wiring.Component):
         x_valid = Signal()
         m.d.sync += x_valid.eq(final)
         y_base = [Signal(signed(36), name=f"y_base{n}") for n in range(L)]
-        # VALU's last step (hw/vpu_lanes.py valu_result): NEGATE and CLAMP clamp; the right
-        # shifts are this stage's rounding shift by the lane's b & 31 (rounding only with
-        # ARITHMETIC_RIGHT_SHIFT's round flag), LOGICAL_LEFT_SHIFT's product a shift by 0.
-        # Bounds and flags from the command, registered like S2b's.
-        v_lo, v_hi = Signal(signed(VALU_FINISH_BITS)), Signal(signed(VALU_FINISH_BITS))
-        lo_next, hi_next = valu_bounds(c)
+        # VALU's right shifts are this stage's rounding shift by the lane's b & 31 (rounding
+        # only with ARITHMETIC_RIGHT_SHIFT's round flag), LOGICAL_LEFT_SHIFT's product a shift
+        # by 0; NEGATE's clip and CLAMP's clamp are S2b's (hw/vpu_config.py sets them), the
+        # other ops' results pass.  Flags from the command, registered like S2b's.
         asr = c.is_valu & (c.op == ValuOp.ARITHMETIC_RIGHT_SHIFT)
         right_shift = asr | (c.is_valu & (c.op == ValuOp.LOGICAL_RIGHT_SHIFT))
         by_lane, shifted, round_en = Signal(), Signal(), Signal()
         sh_cmd = Signal(6)              # VALU: MUL's shift imm0 & 63, LOGICAL_LEFT_SHIFT's 0
-        m.d.sync += [v_lo.eq(lo_next), v_hi.eq(hi_next),
-                     by_lane.eq(right_shift), shifted.eq(use_product | right_shift),
+        m.d.sync += [by_lane.eq(right_shift), shifted.eq(use_product | right_shift),
                      round_en.eq(c.rounding | (asr & c.imm0[0])),
                      sh_cmd.eq(Mux(lsl, 0, c.imm0[:6]))]
         for n in range(L):
-            xv = x1[n][:36].as_signed()
-            finish = named(m, Mux(xv < v_lo, v_lo, Mux(xv > v_hi, v_hi, xv)), f"valu_done{n}", signed(36))
             sh = named(m, Mux(by_lane, x1_k[n], Mux(c.is_valu, sh_cmd, shift[n])), f"sh{n}", 6)
             # 1 << (sh-1), or 0 when sh == 0, as a one-hot decode of sh rather than a shift of
             # the constant 1 (31 LUTs fewer per lane after Yosys's mapping, and shallower)
@@ -322,7 +320,7 @@ class Vpu(wiring.Component):
             adj = Mux(c.dr & (sh > 31), Mux(x1_neg[n], -(1 << 30), 1 << 30), 0)
             total = named(m, (x1[n] + rnd + adj)[:64], f"total{n}", signed(64))
             scaled = (total >> sh)[:32].as_signed()
-            m.d.sync += y_base[n].eq(Mux(shifted, scaled, finish))
+            m.d.sync += y_base[n].eq(Mux(shifted, scaled, x1[n][:36].as_signed()))
 
         # -- t+4 .. t+3+W, S2b and the writer ------------------------------------------------
         w_active = Signal()

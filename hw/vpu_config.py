@@ -101,7 +101,10 @@ def command_fields(name: str, v) -> dict:
         for fixed in {s.out for s in sigs.values() if s.out is not None}:
             d_dtype = Mux(_any(v.op, [op for op, s in sigs.items() if s.out == fixed]), fixed, d_dtype)
         out.update(op=v.op, imm0=v.imm0, imm1=v.imm1, a_dtype=a_dtype, d_dtype=d_dtype, a_bcast=v.a_bcast,
-                   clip_dtype=v.dtype,          # NEGATE clips to T
+                   # NEGATE's clip to T and CLAMP's [imm0, imm1] are the output stage's clip
+                   # and clamp (hw/vpu.py S2b), which are off for every other VALU op
+                   type_clip=v.op == ValuOp.NEGATE, clip_dtype=v.dtype,
+                   clamp=v.op == ValuOp.CLAMP, cmin=v.imm0, cmax=v.imm1,
                    b_used=_any(v.op, [op for op, s in sigs.items() if s.arity >= 2]),
                    b_mem=v.b_mem, b_dtype=v.dtype, b_addr=v.b_addr, b_s0=v.b_stride0, b_s1=v.b_stride1,
                    b_bcast=v.b_bcast,

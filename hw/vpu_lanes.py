@@ -107,9 +107,9 @@ def valu_result(m, c, values: dict, lanes: int) -> list:
     the comparisons and MIN/MAX, one negation ABS (0 - a) and NEGATE (imm0 + imm1 - a); the
     op selects among the shared units' outputs.
 
-    The last steps are the vector unit's next stage (hw/vpu.py S2a, idle for VALU
-    otherwise): NEGATE's clip to T and CLAMP's ``[imm0, imm1]`` are one clamp there
-    (:func:`valu_bounds`), so that no compare follows a subtractor in one cycle.  The shifts
+    The last steps are the vector unit's later stages: NEGATE's clip to T and CLAMP's
+    ``[imm0, imm1]`` are the output stage's clip and clamp (hw/vpu.py S2b, set by
+    hw/vpu_config.py), so that no compare follows a subtractor in one cycle.  The shifts
     have no shifter of their own: ARITHMETIC_RIGHT_SHIFT and LOGICAL_RIGHT_SHIFT give their
     operand here (``a``; ``a``'s bits(T) bits unsigned) and S2a's rounding shift shifts it by
     ``b & 31``, adding ``1 << (k-1)`` before the shift when the round flag is set (``(a +
@@ -162,20 +162,3 @@ def valu_result(m, c, values: dict, lanes: int) -> list:
             for r, u in zip(results, units):        # LOGICAL_LEFT_SHIFT: the product instead
                 m.d.comb += r.eq(u["a"])
     return results
-
-
-VALU_FINISH_BITS = 37       # S2a's VALU bounds: beyond every 36-bit VALU result
-
-
-def valu_bounds(c) -> tuple[object, object]:
-    """The clamp ``(lo, hi)`` S2a applies to a VALU result (NEGATE: T's range; CLAMP:
-    ``[imm0, imm1]``, lower bound first, so an empty range gives imm1; other ops: none), from
-    the command registers only."""
-    big = 1 << (VALU_FINISH_BITS - 1)
-    neg = c.is_valu & (c.op == ValuOp.NEGATE)         # (``op`` is stale outside VALU)
-    clamp = c.is_valu & (c.op == ValuOp.CLAMP)
-    lo = Mux(neg, c.tlo, Mux(clamp, c.imm0, -big + 1))
-    hi = Mux(neg, c.thi, Mux(clamp, c.imm1, big - 1))
-    # min(max(x, lo), hi) is hi for every x when lo > hi: then both bounds are hi, and the
-    # lane's two compares run in parallel (x < lo ? lo : x > hi ? hi : x).
-    return Mux(lo > hi, hi, lo), hi
