@@ -129,36 +129,45 @@ def valu_result(m, c, values: dict, lanes: int) -> list:
             a=a, b=b, c=values["c"][n][:32].as_signed(), diff=diff, lt=lt, eq=eq, az=az, bz=bz, nv=nv,
             add=a + b,
         ))
-    with m.Switch(c.op):
-        def case(op, fn):
-            with m.Case(op):
+    # Ops that differ only in a small function of shared values are one case each, their
+    # differences decoded once from the op for all lanes: the bitwise ops are a truth table
+    # of (a, b) bit pairs, MINIMUM and MAXIMUM one compare-and-pick, the 0/1 results one flag
+    # (fewer inputs on every result bit's multiplexer: 11 cases instead of 21).
+    op = c.op
+    truth = named(m, Mux(op == ValuOp.BITWISE_AND, 0b1000, Mux(op == ValuOp.BITWISE_OR, 0b1110,
+                  Mux(op == ValuOp.BITWISE_XOR, 0b0110, 0b0101))), "valu_truth", 4)     # else NOT
+    pick_b = named(m, op == ValuOp.MAXIMUM, "valu_max")
+    flag_op = {o: named(m, op == o, f"valu_{o.name.lower()}") for o in (
+        ValuOp.EQUAL, ValuOp.GREATER, ValuOp.GREATER_EQUAL, ValuOp.LOGICAL_AND, ValuOp.LOGICAL_OR,
+        ValuOp.LOGICAL_XOR, ValuOp.LOGICAL_NOT)}
+    for u in units:
+        a, b = u["a"], u["b"]
+        u["logic"] = Cat(truth.bit_select(Cat(a[i], b[i]), 1) for i in range(32))
+        u["minmax"] = Mux(u["lt"] ^ pick_b, a, b)
+        flags = {ValuOp.EQUAL: u["eq"], ValuOp.GREATER: ~u["lt"] & ~u["eq"], ValuOp.GREATER_EQUAL: ~u["lt"],
+                 ValuOp.LOGICAL_AND: u["az"] & u["bz"], ValuOp.LOGICAL_OR: u["az"] | u["bz"],
+                 ValuOp.LOGICAL_XOR: u["az"] ^ u["bz"], ValuOp.LOGICAL_NOT: ~u["az"]}
+        u["flag"] = Cat(flag_op[o] & v for o, v in flags.items()).any()
+    with m.Switch(op):
+        def case(ops, fn):
+            with m.Case(*ops):
                 for r, u in zip(results, units):
                     m.d.comb += r.eq(fn(u))
 
-        case(ValuOp.ADD, lambda u: u["add"])
-        case(ValuOp.SUB, lambda u: u["diff"])
-        case(ValuOp.LOGICAL_RIGHT_SHIFT, lambda u: (u["a"] & c.a_mask)[:32])     # shifted in S2a
-        case(ValuOp.BITWISE_AND, lambda u: u["a"] & u["b"])
-        case(ValuOp.BITWISE_OR, lambda u: u["a"] | u["b"])
-        case(ValuOp.BITWISE_XOR, lambda u: u["a"] ^ u["b"])
-        case(ValuOp.BITWISE_NOT, lambda u: ~u["a"])
-        case(ValuOp.MINIMUM, lambda u: Mux(u["lt"], u["a"], u["b"]))
-        case(ValuOp.MAXIMUM, lambda u: Mux(u["lt"], u["b"], u["a"]))
-        case(ValuOp.CLAMP, lambda u: u["a"])                                   # clamped in S2a
-        case(ValuOp.EQUAL, lambda u: u["eq"])
-        case(ValuOp.GREATER, lambda u: ~u["lt"] & ~u["eq"])
-        case(ValuOp.GREATER_EQUAL, lambda u: ~u["lt"])
-        case(ValuOp.LOGICAL_AND, lambda u: u["az"] & u["bz"])
-        case(ValuOp.LOGICAL_OR, lambda u: u["az"] | u["bz"])
-        case(ValuOp.LOGICAL_XOR, lambda u: u["az"] ^ u["bz"])
-        case(ValuOp.LOGICAL_NOT, lambda u: ~u["az"])
-        case(ValuOp.SELECT, lambda u: Mux(u["az"], u["b"], u["c"]))
-        case(ValuOp.ABS, lambda u: Mux(u["a"][31], u["nv"], u["a"]))      # -a, unclipped
-        case(ValuOp.NEGATE, lambda u: u["nv"])                                 # clipped in S2a
+        case([ValuOp.ADD], lambda u: u["add"])
+        case([ValuOp.SUB], lambda u: u["diff"])
+        case([ValuOp.LOGICAL_RIGHT_SHIFT], lambda u: (u["a"] & c.a_mask)[:32])     # shifted in S2a
+        case([ValuOp.BITWISE_AND, ValuOp.BITWISE_OR, ValuOp.BITWISE_XOR, ValuOp.BITWISE_NOT],
+             lambda u: u["logic"].as_signed())
+        case([ValuOp.MINIMUM, ValuOp.MAXIMUM], lambda u: u["minmax"])
+        case(list(flag_op), lambda u: u["flag"])
+        case([ValuOp.SELECT], lambda u: Mux(u["az"], u["b"], u["c"]))
+        case([ValuOp.ABS], lambda u: Mux(u["a"][31], u["nv"], u["a"]))      # -a, unclipped
+        case([ValuOp.NEGATE], lambda u: u["nv"])                                 # clipped in S2b
         with m.Case(ValuOp.CLZ):
             for n, (r, u) in enumerate(zip(results, units)):
                 m.d.comb += r.eq(clz32(m, u["a"], f"clz{n}"))
-        with m.Default():       # COPY; ARITHMETIC_RIGHT_SHIFT (shifted in S2a); MUL and
-            for r, u in zip(results, units):        # LOGICAL_LEFT_SHIFT: the product instead
+        with m.Default():       # COPY; CLAMP (clamped in S2b); ARITHMETIC_RIGHT_SHIFT (shifted in
+            for r, u in zip(results, units):        # S2a); MUL and LOGICAL_LEFT_SHIFT: the product
                 m.d.comb += r.eq(u["a"])
     return results
