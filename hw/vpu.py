@@ -319,7 +319,9 @@ class Vpu(wiring.Component):
             rnd = named(m, Cat(round_en & (sh == k + 1) for k in range(64)), f"rnd{n}", 64)
             adj = Mux(c.dr & (sh > 31), Mux(x1_neg[n], -(1 << 30), 1 << 30), 0)
             total = named(m, (x1[n] + rnd + adj)[:64], f"total{n}", signed(64))
-            scaled = (total >> sh)[:32].as_signed()
+            # (total >> sh)[:32] as a 32-bit window of the sign-extended total: a shifter with 32
+            # outputs, not a 64-bit one cut afterwards (93 ECP5 LUTs fewer on the 4x4 unit)
+            scaled = Cat(total, total[63].replicate(31)).bit_select(sh, 32).as_signed()
             m.d.sync += y_base[n].eq(Mux(shifted, scaled, x1[n][:36].as_signed()))
 
         # -- t+4 .. t+3+W, S2b and the writer ------------------------------------------------
