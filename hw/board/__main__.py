@@ -40,7 +40,7 @@ def main(argv=None) -> int:
     b.add_argument("--seeds", type=_seeds, default=None, metavar="N,N,...",
                    help="nextpnr seeds to try in turn while router2 stalls (a run is stopped after "
                    "--patience iterations without a new low of overused wires; default is nextpnr's own seed; "
-                   "ulx3s default: 1,4,7)")
+                   "ulx3s default: 4,1,7)")
     b.add_argument("--patience", type=int, default=12, metavar="ITERATIONS",
                    help="router2 iterations without progress before a run is stopped (default 12)")
     b.add_argument("--out", type=Path, default=Path("build/board"), help="build root (default build/board)")

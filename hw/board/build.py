@@ -61,10 +61,11 @@ BOARDS = {
                        # vector unit tighter at these clocks ("Placement without timing weights").
                        nextpnr_opts="--placer static --no-tmdriv --router router2",
                        # router2 plateaus on some placements and routes others of the same
-                       # netlist: a stalled run is stopped and the next seed tried. 1 routed the
-                       # 4x4 NPU of 1744483 (4 stalled), 4 that of ab4fff4, 7 that of b4e6bfa
-                       # (docs/fpga.md, "Seeds", "Registers for the clock").
-                       seeds=(1, 4, 7)),
+                       # netlist: a stalled run is stopped and the next seed tried. 4 routed the
+                       # 4x4 NPU of 7cb9b79 (1 stalled at 40 overused wires) and that of
+                       # ab4fff4, 1 that of 1744483, 7 that of b4e6bfa (docs/fpga.md, "Seeds",
+                       # "Registers for the clock", "A smaller vector unit").
+                       seeds=(4, 1, 7)),
     # On the UP5K a logic cell is one LUT4 and one flip-flop: LUT and FF share ICESTORM_LC.
     "icebreaker": BoardSpec("icebreaker", IcebreakerTop, 24.0, {"npu": 8 * 1024, "bridge": 8 * 1024}, "up5k",
                             {"LUT": "ICESTORM_LC", "FF": "ICESTORM_LC", "DSP": "ICESTORM_DSP",
