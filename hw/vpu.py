@@ -24,9 +24,9 @@ Datapath, for a read in cycle t (``WRITE_LATENCY`` = 4 in isa/vector.py):
   the writer, one row per cycle.  VALU's NEGATE clips to T and CLAMP clamps to [imm0,
   imm1] here (S0 leaves them out, hw/vpu_lanes.py ``valu_result``): the command sets the
   type clip and the clamp for them (hw/vpu_config.py), so one clamp serves every
-  instruction (S2a had a second one, a fifth of the unit's logic cells beside the
-  rounding shift: 812 ECP5 LUTs of 13,943 on the 4x4 array).  X1 changes once per vector, at least P >= W cycles
-  apart, and Y one cycle after it, so the rows of one vector see one Y.
+  instruction (S2a had a second one; without it the 4x4 unit has 487 of its 13,943 ECP5
+  LUTs fewer).  X1 changes once per vector, at least P >= W cycles apart, and Y one cycle
+  after it, so the rows of one vector see one Y.
 
 Why the registers sit there: before them a read port's data went through the lane
 decode, a 50-bit add, a 48x16 or 32x32 multiply, a 64-bit rounding add and shift, the
