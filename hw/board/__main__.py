@@ -22,25 +22,35 @@ def _seeds(text: str) -> tuple:
         raise argparse.ArgumentTypeError(f"{text!r}: expected seeds like default,7,13") from None
 
 
+def _defaults(describe) -> str:
+    """``ulx3s: X; icebreaker: Y``: a board default per board, from BOARDS (the one place they live)."""
+    return "; ".join(f"{name}: {describe(spec)}" for name, spec in BOARDS.items())
+
+
+def _seed_list(seeds: tuple) -> str:
+    return ",".join("default" if s is None else str(s) for s in seeds) or "nextpnr's own"
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="python -m hw.board", description=__doc__.split("\n")[0])
     sub = parser.add_subparsers(dest="command", required=True)
     b = sub.add_parser("build", help="build a bitstream with the YoWASP tools")
     b.add_argument("--board", required=True, choices=sorted(BOARDS))
     b.add_argument("--config", choices=sorted(NAMED_CONFIGS),
-                   help="NPU configuration (default: the board's, ulx3s: ecp5_85f, icebreaker: up5k)")
+                   help=f"NPU configuration (default: the board's, {_defaults(lambda b: b.config)})")
     b.add_argument("--design", choices=DESIGNS, default="npu",
                    help="npu: the whole NPU; bridge: bring-up image (bridge and memory, no NPU)")
-    b.add_argument("--freq", type=float, help="design clock in MHz (default: ulx3s 50, icebreaker 24)")
-    b.add_argument("--mem-kib", type=int, help="board memory in KiB, a power of two "
-                   "(default: ulx3s 32 with the NPU, 128 for the bridge; icebreaker 8)")
+    b.add_argument("--freq", type=float,
+                   help=f"design clock in MHz (default: {_defaults(lambda b: f'{b.freq_mhz:g}')})")
+    b.add_argument("--mem-kib", type=int, help="board memory in KiB, a power of two (default: " + _defaults(
+                   lambda b: ", ".join(f"{d} {n // 1024}" for d, n in b.mem_bytes.items())) + ")")
     b.add_argument("--nextpnr-opts", default=None, metavar="OPTS",
-                   help="nextpnr options in place of the board's (ulx3s: \"--placer static --no-tmdriv --router "
-                   "router2\"; icebreaker: none), e.g. \"--router router1\"")
+                   help="nextpnr options in place of the board's (" + _defaults(
+                       lambda b: f'"{b.nextpnr_opts}"' if b.nextpnr_opts else "none") + "), e.g. \"--router router1\"")
     b.add_argument("--seeds", type=_seeds, default=None, metavar="N,N,...",
                    help="nextpnr seeds to try in turn while router2 stalls (a run is stopped after "
-                   "--patience iterations without a new low of overused wires; default is nextpnr's own seed; "
-                   "ulx3s default: 4,1,7)")
+                   "--patience iterations without a new low of overused wires; default: "
+                   + _defaults(lambda b: _seed_list(b.seeds)) + ")")
     b.add_argument("--patience", type=int, default=12, metavar="ITERATIONS",
                    help="router2 iterations without progress before a run is stopped (default 12)")
     b.add_argument("--out", type=Path, default=Path("build/board"), help="build root (default build/board)")
