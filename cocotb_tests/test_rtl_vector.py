@@ -57,6 +57,18 @@ def test_valu_and_vpool_rtl(small_rtl):
     lockstep(small_rtl, CFG, instrs, mem)
 
 
+def test_vdwconv_rtl(small_rtl):
+    """VDWCONV among VPOOL and ACT (the instructions whose stages it shares): every input,
+    weight and destination memory, window shapes, scale32/16, double rounding, zero points
+    and clamps (empty ranges too), junk parameter rows."""
+    rng = np.random.default_rng(13)
+    instrs, mem = vector_program(rng, CFG, 120, kinds=("VDWCONV", "VPOOL", "ACT"), p=(0.6, 0.2, 0.2))
+    dw = [i.values for i in instrs if i.name == "VDWCONV"]
+    assert {(v["a_mem"], v["b_mem"]) for v in dw} == {(a, b) for a in range(3) for b in range(3)}
+    assert {v["k0"] * v["k1"] for v in dw} >= {1, 2, 4, 9}
+    lockstep(small_rtl, CFG, instrs, mem)
+
+
 def test_vector_instructions_in_loops(small_rtl):
     """LOOPs offset every vector address field by its space's increment (a_addr, b_addr,
     c_addr, d_addr by the space their *_mem names; param_addr in PSRAM)."""
@@ -73,6 +85,9 @@ def test_vector_instructions_in_loops(small_rtl):
              double_round=1, out_zp=128),
         make("VPOOL", mode=1, dtype=int(VecType.INT8), n0=2, n1=1, k0=2, k1=2, w_stride0=1, w_stride1=8,
              a_mem=0, a_addr=100, a_stride0=2, d_mem=0, d_addr=800, d_stride0=4, in_zp=-3),
+        make("VDWCONV", n0=3, n1=2, k0=3, k1=2, w_stride0=1, w_stride1=6, a_mem=0, a_addr=200, a_stride0=1,
+             a_stride1=6, b_mem=1, b_addr=30, d_mem=0, d_addr=700, d_stride0=1, d_stride1=3, param_addr=1,
+             in_zp=5, out_zp=-7, clamp_min=-120, clamp_max=100, scale32=1, double_round=1),
     ]
     instrs = setup(CFG) + [
         make("LOOP", count=3, body=len(body) + 2, inc_asram=9, inc_acc=5, inc_psram=2, wait=4),
@@ -102,6 +117,10 @@ BAD = {
     "valu_select_c": make("VALU", op=20, dtype=1, n0=2, n1=1, c_mem=2, c_addr=CFG.psram_rows - 1,
                           c_fixed=0, b_stride0=1, d_addr=600),
     "valu_dest": make("VALU", op=2, dtype=0, n0=3, n1=1, d_mem=0, d_addr=CFG.asram_rows - 10, d_stride0=4),
+    "vdwconv_weights": make("VDWCONV", n0=1, n1=1, k0=3, k1=3, w_stride0=1, w_stride1=4, b_mem=2,
+                            b_addr=CFG.psram_rows - 8, d_addr=700),
+    "vdwconv_params": make("VDWCONV", n0=0, n1=1, param_addr=CFG.psram_rows - 2),
+    "vdwconv_b_mem": make("VDWCONV", n0=1, n1=1, k0=1, k1=1, b_mem=3),
     "vpool_window": make("VPOOL", mode=0, dtype=2, n0=1, n1=1, k0=2, k1=2, w_stride0=1, w_stride1=CFG.acc_rows,
                          a_mem=1, d_mem=0, d_addr=700),
 }

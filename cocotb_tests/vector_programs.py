@@ -37,15 +37,18 @@ def memory_image(rng, cfg) -> bytearray:
     asram[edge] = rng.choice([0x00, 0x7F, 0x80, 0xFF], int(edge.sum()))
     psram = rng.integers(-2**31, 2**31, (cfg.psram_rows, L), dtype=np.int64)
     for row in range(0, cfg.psram_rows * 3 // 4, 2):
-        kind = (row // 2) % 3
+        kind = (row // 2) % 4
         if kind == 0:                                  # scale32-like, shifts around 31/32
             psram[row] = rng.integers(1 << 30, 1 << 31, L)
             psram[row + 1] = rng.choice([29, 30, 31, 32, 33, 34, 36, 40, 47], L)
         elif kind == 1:                                # scale16-like (junk high half)
             psram[row] = rng.integers(1 << 14, 1 << 15, L) | (rng.integers(0, 1 << 16, L) << 16)
             psram[row + 1] = rng.choice([2, 10, 14, 15, 16, 20, 31, 32, 33], L)
-        else:                                          # outside the spec: any multiplier and shift
+        elif kind == 2:                                # outside the spec: any multiplier and shift
             psram[row + 1] = rng.choice([0, 1, 2, 31, 32, 33, 62, 63, 64 + 32, -1], L)
+        else:                                          # small scale32 multipliers just past shift 31:
+            psram[row] = rng.integers(1 << 17, 1 << 21, L)     # sums of thousands land in int8
+            psram[row + 1] = rng.choice([32, 33, 34, 35], L)   # and double rounding matters
     ext_psram = EXT_ASRAM + asram.size
     mem = bytearray(ext_psram + psram.size * 4)
     mem[EXT_ASRAM:EXT_ASRAM + asram.size] = asram.tobytes()
@@ -176,6 +179,43 @@ def random_vpool(rng, cfg, half: int):
                 d_addr=d_addr, d_stride0=d0, d_stride1=d1, in_zp=int(rng.integers(-300, 300)))
 
 
+def _dw_params(rng, cfg) -> int:
+    """VDWCONV's parameter rows (bias, multiplier, shift): mostly a bias row before one of
+    memory_image's scale32-like (multiplier, shift) pairs, so that sums scale into int8 and
+    rounding matters, else anywhere."""
+    pairs = [r for r in range(2, cfg.psram_rows * 3 // 4, 2) if (r // 2) % 4 in (0, 3)]
+    if pairs and rng.random() < 0.7:
+        return int(rng.choice(pairs)) - 1
+    return int(rng.integers(0, cfg.psram_rows - 2))
+
+
+def random_vdwconv(rng, cfg, half: int):
+    """VDWCONV: INT8 windows from any memory (strides as VPOOL's), weight rows from any
+    memory's source half, parameter rows anywhere in PSRAM (random rows, so every scaling),
+    zero points and clamps over the whole int8 range (empty clamp ranges too)."""
+    n0, n1 = int(rng.integers(1, 5)), int(rng.integers(1, 3))
+    k0, k1 = int(rng.integers(1, 4)), int(rng.integers(1, 4))
+    a_mem = int(rng.integers(0, 3))
+    ws0 = int(rng.choice([1, 0, 2]))
+    ws1 = int(rng.choice([k0 * ws0 + 1, 3, 0]))
+    window = (k1 - 1) * ws1 + (k0 - 1) * ws0
+    addr, s0, s1 = _place(rng, cfg, a_mem, half, 1, n0, n1, window=window)
+    if addr < 0:
+        k0 = k1 = 1
+        addr, s0, s1 = _place(rng, cfg, a_mem, half, 1, n0, n1, strides=(0, 0))
+    b_mem = int(rng.integers(0, 3))
+    b_addr, _, _ = _place(rng, cfg, b_mem, half, 1, k0 * k1, 1, strides=(1, 0))
+    d_mem = int(rng.integers(0, 2))
+    d_addr, d0, d1 = _dest(rng, cfg, d_mem, 1 - half, vector_rows(d_mem, VecType.INT8), n0, n1)
+    lo, hi = (int(x) for x in rng.integers(-128, 128, 2))
+    return make("VDWCONV", n0=n0, n1=n1, k0=k0, k1=k1, w_stride0=ws0, w_stride1=ws1, a_mem=a_mem, a_addr=addr,
+                a_stride0=s0, a_stride1=s1, b_mem=b_mem, b_addr=b_addr, d_mem=d_mem, d_addr=d_addr,
+                d_stride0=d0, d_stride1=d1, param_addr=_dw_params(rng, cfg),
+                in_zp=int(rng.integers(-128, 128)), out_zp=int(rng.integers(-128, 128)),
+                clamp_min=min(lo, hi) if rng.random() < 0.9 else max(lo, hi), clamp_max=max(lo, hi),
+                scale32=int(rng.random() < 0.6), double_round=int(rng.random() < 0.5))
+
+
 def random_act(rng, cfg, half: int):
     count = int(rng.integers(1, 10))
     lo, hi = regions(cfg)[(ACC, half)]
@@ -216,11 +256,11 @@ def random_table(rng, cfg, half: int):
 
 
 GENERATORS = {"VALU": random_valu, "VRESCALE": random_vrescale, "VPOOL": random_vpool, "ACT": random_act,
-              "TABLE": random_table}
+              "TABLE": random_table, "VDWCONV": random_vdwconv}
 
 
 def random_vector_instruction(rng, cfg, half: int, kinds=None, p=None):
-    kinds = kinds or ("VALU", "VRESCALE", "VPOOL", "ACT", "TABLE")
+    kinds = kinds or ("VALU", "VRESCALE", "VPOOL", "ACT", "TABLE", "VDWCONV")
     name = str(rng.choice(kinds, p=p))
     instr = GENERATORS[name](rng, cfg, half)
     instr.values["wait"] = int(rng.integers(0, 8)) if rng.random() < 0.3 else 0

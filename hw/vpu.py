@@ -1,8 +1,8 @@
-"""Vector unit: ACT, VRESCALE, VALU and VPOOL on COLS lanes, one row per cycle per port.
+"""Vector unit: ACT, VRESCALE, VALU, VPOOL and VDWCONV on COLS lanes, one row per cycle per port.
 
 The unit takes the whole instruction word (IR holds effective addresses) and runs the
-schedule of isa/vector.py: ``K`` parameter rows (ACT: bias, multiplier, shift; VRESCALE:
-multiplier, shift) through operand a's PSRAM port, then ``P`` cycles per output vector,
+schedule of isa/vector.py: ``K`` parameter rows (ACT and VDWCONV: bias, multiplier, shift;
+VRESCALE: multiplier, shift) through operand a's PSRAM port, then ``P`` cycles per output vector,
 the first ``E*R`` of which read its window elements (``R`` rows each; operand k reads its
 ``rows_k`` rows in the first ``rows_k`` cycles of each element).
 
@@ -16,7 +16,11 @@ Datapath, for a read in cycle t (``WRITE_LATENCY`` = 4 in isa/vector.py):
   VALU's operation (or its product, for MUL and LOGICAL_LEFT_SHIFT: one multiplier per
   lane, hw/vpu_lanes.py ``lane_product``), or VPOOL's running reduction.  At the last
   element of a vector S0's result is loaded into X1 (and a vector's window reduction
-  into its accumulator each element).
+  into its accumulator each element).  VDWCONV is VPOOL's SUM with each element's
+  ``value - in_zp`` multiplied by operand b's lane (its weight row, read beside the input
+  row) on the lane's multiplier, starting at the bias; its extra stage S1, the cycle
+  after the last element (one cycle per vector in which no element is read: ``P = E*R +
+  1``), multiplies the sum by the scale into X1, so its writes come a cycle later.
 * t+3: stage S2a, the rounding shift of X1 into register Y, which also does VALU's shifts
   (ARITHMETIC_RIGHT_SHIFT with its round flag, LOGICAL_RIGHT_SHIFT: by the lane's b & 31);
   the other VALU ops' results pass.
@@ -95,7 +99,7 @@ class Vpu(wiring.Component):
         start = self.ctl.start
         word = self.ctl.cmd.word
         with m.Switch(word[:OPCODE_BITS]):
-            for name in ("ACT", "VRESCALE", "VALU", "VPOOL"):
+            for name in ("ACT", "VRESCALE", "VALU", "VPOOL", "VDWCONV"):
                 with m.Case(opcode(name)):
                     fields = command_fields(name, instr_layout(name)(word))
                     m.d.comb += [cmd[k].eq(v) for k, v in fields.items()]
@@ -117,7 +121,9 @@ class Vpu(wiring.Component):
         slot_len = Signal(c.p_bits)
         fresh = Signal()                # the cycle after the start
         er_next = named(m, (c.k0 * c.k1) * c.R, "er_next", c.p_bits)
-        m.d.sync += [er.eq(er_next), slot_len.eq(Mux(er_next > c.W, er_next, c.W)), fresh.eq(start)]
+        # (VDWCONV: E*R + 1, the cycle in which the lane's multiplier scales the sum, S1)
+        m.d.sync += [er.eq(er_next), slot_len.eq(Mux(c.dw, er_next + 1, Mux(er_next > c.W, er_next, c.W))),
+                     fresh.eq(start)]
         r = Signal(range(MAX_ROWS))     # row within the element
         w0 = Signal(8)
         w1 = Signal(8)
@@ -128,6 +134,7 @@ class Vpu(wiring.Component):
         line = {k: Signal(aw, name=f"{k}_line") for k in OPERANDS}    # operand's line (i1)
         wline = Signal(aw)              # a: window line (w1)
         elem = Signal(aw)               # a: window element (w1, w0)
+        b_elem = Signal(aw)             # b of VDWCONV: the element's weight row (b_addr + element)
 
         params = named(m, active & (ph != 3), "params")
         data = named(m, active & (ph == 3), "data")
@@ -139,7 +146,7 @@ class Vpu(wiring.Component):
         last_i0 = named(m, i0 == c.n0 - 1, "last_i0")
         last_vec = named(m, last_i0 & (i1 == c.n1 - 1), "last_vec")
 
-        ptr = {"a": elem, "b": vec["b"], "c": vec["c"]}
+        ptr = {"a": elem, "b": Mux(c.dw, b_elem, vec["b"]), "c": vec["c"]}
         rd = {}
         for k in OPERANDS:
             rd[k] = named(m, reading & (r < c[f"{k}_rows"]), f"rd_{k}")
@@ -170,10 +177,13 @@ class Vpu(wiring.Component):
                     m.d.sync += [w0.eq(w0 + 1), elem.eq(elem + c.ws0)]
             with m.Else():
                 m.d.sync += r.eq(r + 1)
+        with m.If(reading & last_row):
+            m.d.sync += b_elem.eq(b_elem + 1)
         with m.If(data):
             m.d.sync += j.eq(j + 1)
         with m.If(slot_end):
-            m.d.sync += [j.eq(0), r.eq(0), w0.eq(0), w1.eq(0)]
+            # (VDWCONV's b strides are 0: every vector's weights start at b_addr)
+            m.d.sync += [j.eq(0), r.eq(0), w0.eq(0), w1.eq(0), b_elem.eq(c.b_addr)]
             with m.If(last_vec):
                 m.d.sync += active.eq(0)
             with m.Elif(last_i0):
@@ -259,6 +269,10 @@ class Vpu(wiring.Component):
         m.d.sync += [e_valid.eq(d_valid), elem_done.eq(arrives),
                      e_first.eq(d_first), e_last_elem.eq(d_last_elem)]
         final = named(m, elem_done & e_last_elem, "final")
+        # VDWCONV's S1: the cycle after its last element, in which the lane's multiplier
+        # scales the window's sum (the pool register) into X1, as ACT's S0 scales its input
+        s1 = Signal(name="dw_s1")
+        m.d.sync += s1.eq(final & c.dw)
         x1 = [Signal(signed(64), name=f"x1_{n}") for n in range(L)]
         x1_neg = [Signal(name=f"x1_neg{n}") for n in range(L)]
         pool = [Signal(signed(32), name=f"pool{n}") for n in range(L)]
@@ -274,32 +288,40 @@ class Vpu(wiring.Component):
         with m.If(start):
             m.d.sync += [wide.eq(cmd.is_rescale & ~cmd.scale32), lsl.eq(cmd_lsl),
                          use_product.eq(cmd.rounding | cmd_lsl)]
+        # The multiplier's y is operand b's lane for VALU and VDWCONV's elements (its weights),
+        # else the scale; VDWCONV's S1 multiplies the pool register by the scale.
+        y_is_b = named(m, c.is_valu | (c.dw & ~s1), "y_is_b")
         for n in range(L):
             a, b = values["a"][n], values["b"][n]
             a32 = a[:32].as_signed()
             pre = e_pre[n]
             v32 = pre[:32].as_signed()
             m16 = mul[n][:16].as_signed()
-            x = Mux(c.is_valu, a32, v32)
+            x = Mux(s1, pool[n], Mux(c.is_valu, a32, v32))
             # LOGICAL_LEFT_SHIFT is a * (1 << k): the low 32 bits of the product, shifted by 0 in S2a
             power = named(m, Cat(b[:5] == k for k in range(32)), f"lsl_power{n}")   # one-hot decode
-            y = Mux(c.is_valu, Mux(lsl, power.as_signed(), b[:32].as_signed()), Mux(c.scale32, mul[n], m16))
+            y = Mux(y_is_b, Mux(lsl, power.as_signed(), b[:32].as_signed()), Mux(c.scale32, mul[n], m16))
             product = lane_product(m, wide, Mux(wide, pre[:48].as_signed(), x), Mux(wide, m16, y), f"product{n}")
-            acc0 = named(m, Mux(e_first, Mux(pool_max, a32, 0), pool[n]), f"pool_in{n}", signed(32))
-            reduced = named(m, Mux(pool_max, Mux(a32 > acc0, a32, acc0), (acc0 + a32 - c.in_zp)[:32]),
+            # SUM adds value - in_zp (v32), VDWCONV (value - in_zp) * weight onto its bias
+            acc0 = named(m, Mux(e_first, Mux(pool_max, a32, Mux(c.dw, bias[n], 0)), pool[n]), f"pool_in{n}",
+                         signed(32))
+            addend = Mux(c.dw, product[:32].as_signed(), v32)
+            reduced = named(m, Mux(pool_max, Mux(a32 > acc0, a32, acc0), (acc0 + addend)[:32]),
                             f"reduced{n}", signed(32))
             with m.If(elem_done & c.is_pool):
                 m.d.sync += pool[n].eq(reduced)
-            with m.If(final):
+            with m.If(final & ~c.dw):
                 m.d.sync += [
                     x1[n].eq(Mux(use_product, product, Mux(c.is_pool, reduced, alu[n]))),
                     x1_neg[n].eq(v32 < 0),
                     x1_k[n].eq(b[:5]),
                 ]
+            with m.If(s1):
+                m.d.sync += [x1[n].eq(product), x1_neg[n].eq(pool[n] < 0)]
 
         # -- t+3, S2a: the rounding shift of X1 into Y (VALU: the op's last step) ---------------
         x_valid = Signal()
-        m.d.sync += x_valid.eq(final)
+        m.d.sync += x_valid.eq((final & ~c.dw) | s1)
         y_base = [Signal(signed(36), name=f"y_base{n}") for n in range(L)]
         # VALU's right shifts are this stage's rounding shift by the lane's b & 31 (rounding
         # only with ARITHMETIC_RIGHT_SHIFT's round flag), LOGICAL_LEFT_SHIFT's product a shift
@@ -392,15 +414,16 @@ class Vpu(wiring.Component):
             self.acc_w.data.eq(Cat(lanes32)),
         ]
 
-        busy = named(m, active | d_valid | e_valid | x_valid | w_active, "busy")
+        busy = named(m, active | d_valid | e_valid | s1 | x_valid | w_active, "busy")
         m.d.comb += [self.ctl.busy.eq(busy), self.ctl.ready.eq(~busy)]
 
         with m.If(start):
-            first_ph = Mux(cmd.is_act, 3 - PARAM_ROWS["ACT"], Mux(cmd.is_rescale, 3 - PARAM_ROWS["VRESCALE"], 3))
+            first_ph = Mux(cmd.is_act, 3 - PARAM_ROWS["ACT"], Mux(cmd.dw, 3 - PARAM_ROWS["VDWCONV"],
+                           Mux(cmd.is_rescale, 3 - PARAM_ROWS["VRESCALE"], 3)))
             m.d.sync += [
                 active.eq(cmd.touches), ph.eq(first_ph), param_ptr.eq(cmd.param_addr),
                 j.eq(0), r.eq(0), w0.eq(0), w1.eq(0), i0.eq(0), i1.eq(0),
-                wline.eq(cmd.a_addr), elem.eq(cmd.a_addr),
+                wline.eq(cmd.a_addr), elem.eq(cmd.a_addr), b_elem.eq(cmd.b_addr),
                 di0.eq(0), di1.eq(0), d_vec.eq(cmd.d_addr), d_line.eq(cmd.d_addr),
             ]
             m.d.sync += [vec[k].eq(cmd[f"{k}_addr"]) for k in OPERANDS]

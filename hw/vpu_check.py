@@ -1,9 +1,10 @@
-"""Error rules of the vector instructions VRESCALE, VALU and VPOOL, as hardware expressions
+"""Error rules of the vector instructions VRESCALE, VALU, VPOOL and VDWCONV, as hardware expressions
 for the instruction checker (hw/checker.py).
 
 Rules (isa/instructions.py docs): ILLEGAL_INSTRUCTION for an enum field value that names
-nothing or more than MAX_VECTOR_STEPS vector steps (isa.vector.legal); else SRAM_OVERFLOW for VRESCALE's two parameter rows (always)
-and, when the instruction touches data (``n0*n1 > 0``, times ``k0*k1`` for VPOOL), for any
+nothing or more than MAX_VECTOR_STEPS vector steps (isa.vector.legal); else SRAM_OVERFLOW for
+VRESCALE's two and VDWCONV's three parameter rows (always) and, when the instruction touches
+data (``n0*n1 > 0``, times ``k0*k1`` for VPOOL and VDWCONV), for any
 operand it reads or the destination reaching past the end of its memory (or starting
 below row 0, for an effective address offset by a LOOP).  Which operands are read and how
 many rows a vector occupies come from isa/vector.py.
@@ -24,10 +25,10 @@ from amaranth import Cat, Const, Mux, Value
 from isa.config import NpuConfig
 from isa.instructions import BY_NAME, MAX_VECTOR_STEPS, VecType, VecMem
 from isa.vector import (
-    PARAM_ROWS, VALU_SIGS, VALU_TYPES, VPOOL_TYPES, VRESCALE_IN_TYPES, VRESCALE_OUT_TYPES, vector_rows,
+    PARAM_ROWS, VALU_SIGS, VALU_TYPES, VPOOL_TYPES, VRESCALE_IN_TYPES, VRESCALE_OUT_TYPES, WINDOWED, vector_rows,
 )
 
-CHECKED = ("VRESCALE", "VALU", "VPOOL")
+CHECKED = ("VRESCALE", "VALU", "VPOOL", "VDWCONV")
 
 
 def _is_any(value, options) -> object:
@@ -100,8 +101,11 @@ def capped(x, limit: int) -> object:
     return x if x.shape().width <= s else Mux(x[s:].any(), (1 << s) - 1, x[:s])
 
 
-def _excess(config, v, prefix, mem, dtype, window=False, strides=None, mul=mul):
-    """An operand's last row minus its memory's depth (>= 0: past the end), at offset 0."""
+def _excess(config, v, prefix, mem, dtype, window=False, strides=None, mul=mul, weights=False):
+    """An operand's last row minus its memory's depth (>= 0: past the end), at offset 0.
+    ``weights``: VDWCONV's weight rows, ``k1*k0`` rows from the address for every vector."""
+    if weights:
+        return excess(v[f"{prefix}_addr"] + mul(v.k1, v.k0) - 1, _depth(config, mem))
     s0, s1 = strides if strides is not None else (v[f"{prefix}_stride0"], v[f"{prefix}_stride1"])
     last = (v[f"{prefix}_addr"] + mul((v.n1 - 1)[:16], s1) + mul((v.n0 - 1)[:16], s0) + _rows(mem, dtype) - 1)
     if window:
@@ -132,6 +136,12 @@ def vector_errors(config: NpuConfig, name: str, fields, mul=mul) -> tuple[object
         out_type = Mux(v.mode == 0, v.dtype, VecType.INT32)
         return illegal, [_operand(config, v, "a", touches, v.a_mem, v.dtype, window=True, **kw),
                          _operand(config, v, "d", touches, v.d_mem, out_type, **kw)]
+    if name == "VDWCONV":
+        touches = (v.n0 != 0) & (v.n1 != 0) & (v.k0 != 0) & (v.k1 != 0)
+        params = Term("param_addr", 1, excess(v.param_addr + PARAM_ROWS["VDWCONV"] - 1, config.psram_rows))
+        return illegal, [params, _operand(config, v, "a", touches, v.a_mem, VecType.INT8, window=True, **kw),
+                         _operand(config, v, "b", touches, v.b_mem, VecType.INT8, weights=True, **kw),
+                         _operand(config, v, "d", touches, v.d_mem, VecType.INT8, **kw)]
     if name == "VALU":
         illegal = illegal | ~_is_any(v.op, list(VALU_SIGS)) | ~_is_any(v.dtype, VALU_TYPES)
         touches = (v.n0 != 0) & (v.n1 != 0)
@@ -153,11 +163,11 @@ def vector_errors(config: NpuConfig, name: str, fields, mul=mul) -> tuple[object
 
 def too_long(name: str, v, mul=mul) -> object:
     """More than MAX_VECTOR_STEPS vector steps (isa/vector.py ``steps``, on field values):
-    ``n0*n1``, times ``k0*k1`` for VPOOL.  The field products go through ``mul`` (formed a
+    ``n0*n1``, times ``k0*k1`` for VPOOL and VDWCONV.  The field products go through ``mul`` (formed a
     cycle ahead in hw/precheck.py); VPOOL's product of the two is capped
     (:func:`capped_product`), exact up to the limit, which is all the compare needs."""
     n = mul(v.n0, v.n1)
-    if name == "VPOOL":
+    if name in WINDOWED:
         n = capped_product(n, mul(v.k0, v.k1), MAX_VECTOR_STEPS)
     return n > MAX_VECTOR_STEPS
 

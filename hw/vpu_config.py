@@ -53,7 +53,7 @@ class VpuConfig:
         self.p_bits = ceil_log2(MAX_P + 1)
         shapes = {
             # per instruction (command_fields)
-            "kind": 2, "per_channel": 1, "scale32": 1, "double_round": 1, "op": 5, "pool_mode": 1,
+            "kind": 2, "per_channel": 1, "scale32": 1, "double_round": 1, "op": 5, "pool_mode": 1, "dw": 1,
             "n0": 16, "n1": 16, "k0": 8, "k1": 8, "param_addr": 12, "ws0": 16, "ws1": 16,
             "d_mem": 1, "d_dtype": 3, "d_addr": self.ptr_bits, "d_s0": 16, "d_s1": 16,
             "in_zp": signed(17), "out_zp": signed(17), "type_clip": 1, "clip_dtype": 3,
@@ -77,7 +77,7 @@ class VpuConfig:
 def command_fields(name: str, v) -> dict:
     """Instruction-specific settings of instruction ``name`` whose fields are ``v``; settings
     not given are 0."""
-    out = {"kind": KIND[name], "k0": 1, "k1": 1, "per_channel": 1, "a_used": 1}
+    out = {"kind": KIND["VPOOL" if name == "VDWCONV" else name], "k0": 1, "k1": 1, "per_channel": 1, "a_used": 1}
     if name == "ACT":
         out.update(n0=v.count, n1=1, param_addr=v.param_addr, scale32=v.scale32,
                    double_round=v.double_round, out_zp=v.out_zp, clamp=1, cmin=v.clamp_min,
@@ -94,6 +94,15 @@ def command_fields(name: str, v) -> dict:
     elif name == "VPOOL":
         out.update(a_dtype=v.dtype, d_dtype=Mux(v.mode == PoolMode.MAX, v.dtype, VecType.INT32),
                    pool_mode=v.mode, in_zp=v.in_zp, k0=v.k0, k1=v.k1, ws0=v.w_stride0, ws1=v.w_stride1)
+    elif name == "VDWCONV":
+        # A VPOOL SUM whose elements are weighted by operand b's lanes (the weight rows:
+        # row b_addr + element, the same for every vector), starting at ACT's bias and
+        # ending with ACT's scaling (hw/vpu.py S1): ``dw`` marks it.
+        out.update(dw=1, pool_mode=PoolMode.SUM, a_dtype=VecType.INT8, d_dtype=VecType.INT8,
+                   in_zp=v.in_zp, k0=v.k0, k1=v.k1, ws0=v.w_stride0, ws1=v.w_stride1,
+                   b_used=1, b_mem=v.b_mem, b_dtype=VecType.INT8, b_addr=v.b_addr,
+                   param_addr=v.param_addr, scale32=v.scale32, double_round=v.double_round,
+                   out_zp=v.out_zp, clamp=1, cmin=v.clamp_min, cmax=v.clamp_max)
     elif name == "VALU":
         sigs = VALU_SIGS
         a_dtype = Mux(_any(v.op, [op for op, s in sigs.items() if s.a_type is not None]), VecType.INT8, v.dtype)
@@ -125,17 +134,17 @@ def derive(m, c: VpuConfig) -> None:
         c.touches.eq((c.n0 != 0) & (c.n1 != 0) & (c.k0 != 0) & (c.k1 != 0)),
     ]
     m.d.comb += [
-        c.rounding.eq(c.is_act | c.is_rescale | c.is_mul),
-        c.dr.eq(c.double_round & c.scale32 & (c.is_act | c.is_rescale)),
+        c.rounding.eq(c.is_act | c.is_rescale | c.is_mul | c.dw),
+        c.dr.eq(c.double_round & c.scale32 & (c.is_act | c.is_rescale | c.dw)),
     ]
     for k in "abc":
         m.d.comb += c[f"{k}_rows"].eq(Mux(c[f"{k}_used"], rows_of(c[f"{k}_mem"], c[f"{k}_dtype"]), 0))
     r_ab = named(m, Mux(c.b_rows > c.a_rows, c.b_rows, c.a_rows), "cfg_r_ab")
     m.d.comb += c.R.eq(Mux(c.c_rows > r_ab, c.c_rows, r_ab))
     m.d.comb += c.W.eq(rows_of(c.d_mem, c.d_dtype))
-    # The slot length P = max(E*R, W) (E = k0*k1) is formed by the unit a cycle after the
-    # command (hw/vpu.py): only whether it is 1 is decoded with the command.
-    m.d.comb += c.p_is_1.eq((c.k0 == 1) & (c.k1 == 1) & (c.R == 1) & (c.W <= 1))
+    # The slot length P = max(E*R, W) (E = k0*k1; VDWCONV: E*R + 1) is formed by the unit a
+    # cycle after the command (hw/vpu.py): only whether it is 1 is decoded with the command.
+    m.d.comb += c.p_is_1.eq((c.k0 == 1) & (c.k1 == 1) & (c.R == 1) & (c.W <= 1) & ~c.dw)
     size = named(m, _lut(c.d_dtype, {t: DTYPE_BITS[t] // 8 for t in VecType}), "cfg_d_size", 3)
     m.d.comb += [
         c.d_size1.eq(size == 1), c.d_size2.eq(size == 2), c.d_unsigned.eq(_any(c.d_dtype, UNSIGNED)),

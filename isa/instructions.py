@@ -788,6 +788,52 @@ ILLEGAL_INSTRUCTION for mode 3, a_mem other than ASRAM or ACC, a_mem ACC with mo
 LOAD, or n0*n1 > MAX_VECTOR_STEPS; SRAM_OVERFLOW, when n0*n1 > 0, for input or output rows past the end of their
 memory, or TSRAM rows past its end (LOAD: the rows written; INT8: the 256/BUS table rows
 from t_addr; INT16: the {TSRAM_BYTES}/BUS rows from t_addr)."""),
+    InstrDef("VDWCONV", 29, Unit.VPU, _vec_loops() + (
+        Field("k0", 8, doc="window: inner count (kernel width)"),
+        Field("k1", 8, doc="window: outer count (kernel height)"),
+        Field("w_stride0", VEC_ADDR_BITS, doc="rows between window vectors of the inner count"),
+        Field("w_stride1", VEC_ADDR_BITS, doc="rows between window vectors of the outer count"),
+    ) + _vec_src("a", "the input") + (
+        Field("b_mem", 2, doc="memory of the weights", enum=VecMem),
+        Field("b_addr", VEC_ADDR_BITS, doc="first row of the weights (window element e at row b_addr + e)",
+              space="b_mem"),
+    ) + _vec_dst() + (
+        Field("param_addr", PARAM_ADDR_BITS, doc="PSRAM row of bias; +1 multiplier; +2 shift",
+              space=Space.PSRAM),
+        Field("in_zp", 8, signed=True, doc="input zero point"),
+        Field("out_zp", 8, signed=True, doc="output zero point added after scaling"),
+        Field("clamp_min", 8, signed=True, doc="lower bound of the output"),
+        Field("clamp_max", 8, signed=True, doc="upper bound of the output"),
+        Field("scale32", 1, doc="1: 32-bit multiplier; 0: 16-bit multiplier (low half)"),
+        Field("double_round", 1, doc="1: TOSA double rounding (scale32 only)"),
+    ), doc="""\
+A depthwise convolution step: every output vector is a window of k1 x k0 INT8 input
+vectors weighted lane by lane by k1*k0 INT8 weight vectors (lane n is channel n), summed
+onto the bias, and scaled to INT8 as ACT does (read, write and the loops as in VRESCALE):
+
+    bias = PSRAM[param_addr]; mul = PSRAM[param_addr+1]; sh = PSRAM[param_addr+2] & 63
+    for each output vector (i1, i0), lane n:
+      base = a_addr + i1*a_stride1 + i0*a_stride0
+      v = bias[n]
+      for w1 in 0 .. k1-1, w0 in 0 .. k0-1:
+        x = read(a_mem, INT8, base + w1*w_stride1 + w0*w_stride0)[n]
+        w = read(b_mem, INT8, b_addr + w1*k0 + w0)[n]
+        v = int32(v + (x - in_zp) * w)                                     (wrapping)
+      s = ACT's scaling of v (m, rnd and the double rounding as in ACT)
+      write(d_mem, INT8, d_addr + i1*d_stride1 + i0*d_stride0, clamp(s + out_zp, clamp_min, clamp_max))
+
+This is TOSA DEPTHWISE_CONV2D (multiplier 1, weight_zp 0, int32 accumulator) for one
+block of COLS channels, with the RESCALE (per channel, input_zp 0) and CLAMP after it
+fused, as the MAC array's MATMULs and ACT compute it; the bias and every product are
+exact and the sum wraps to int32 at each step (equal to the spec's wherever its REQUIRE
+holds).  The weights are the same for every output vector: window element (w1, w0)
+reads weight row b_addr + w1*k0 + w0 (an ACC or PSRAM row: the low 8 bits of each lane).
+Schedule: after the three parameter rows, k1*k0 + 1 cycles per output vector (the last
+one scales the sum with the lane's multiplier, the one the window's products use), and
+the result is written one cycle later than VPOOL's (isa/vector.py).  Nothing happens when
+n0*n1*k0*k1 == 0.  Errors: ILLEGAL_INSTRUCTION for a_mem or b_mem 3, or n0*n1*k0*k1 >
+MAX_VECTOR_STEPS; SRAM_OVERFLOW, when n0*n1*k0*k1 > 0, for PSRAM parameter rows, input,
+weight or output rows past the end of their memory."""),
 )
 
 BY_NAME = {i.name: i for i in INSTRUCTIONS}

@@ -10,7 +10,8 @@ memory    writers                       when they would overlap
 ========  ============================  ===============================================
 ASRAM     DMA (DMA_LOAD to ASRAM),      a load of the next tile while the vector unit
           vector unit (ACT, VRESCALE,   writes results
-          VALU, VPOOL, TABLE lookups)
+          VALU, VPOOL, TABLE lookups,
+          VDWCONV)
 ACC       MXU (MATMUL),                 an elementwise int32 result written to ACC while
           vector unit (d_mem ACC)       the array accumulates
 ========  ============================  ===============================================
@@ -57,7 +58,7 @@ READERS = {
 #: were in its wait mask.  The TABLE unit shares the same port (it never runs with the VPU).
 BRANCH_PORT_UNIT = "VPU"
 
-_VECTOR_DST = ("VRESCALE", "VALU", "VPOOL")
+_VECTOR_DST = ("VRESCALE", "VALU", "VPOOL", "VDWCONV")
 
 
 def writes(name: str, field, memory: str):

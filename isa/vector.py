@@ -1,4 +1,4 @@
-"""Facts about the vector-unit instructions (VRESCALE, VALU, VPOOL, TABLE, and ACT's schedule) that
+"""Facts about the vector-unit instructions (VRESCALE, VALU, VPOOL, TABLE, VDWCONV, and ACT's schedule) that
 every implementation derives from the table in isa/instructions.py: element types, how
 many rows a vector occupies, which operands an operation reads, and the cycle schedule.
 
@@ -7,13 +7,18 @@ The ISA simulator (sim/isa/vpu.py), the timing model (sim/npu_timing.py), the ha
 
 Schedule (hw/vpu.py implements it; sim/npu_timing.py counts it).  A command taken in cycle
 ``c`` reads ``K`` parameter rows from ``c+1``; then output vector ``v`` (0 .. N-1) owns
-``P`` cycles from ``c+1+K+v*P``: its window elements (``E`` of them, 1 outside VPOOL) are
-read in its first ``E*R`` cycles (``R`` rows each: the most any operand it reads
-occupies; an operand with fewer rows reads them first), and its ``W`` result rows are
-written one per cycle from ``WRITE_LATENCY`` (4) cycles after its last read.
-``P = max(E*R, W)``.  The unit is busy from ``c+1`` through the last write,
-``K + (N-1)*P + E*R + W + WRITE_LATENCY - 1`` cycles (``K + (N-1)*P + E*R + W + 3``), and
-takes its next command only when idle; a command with ``N*E == 0`` does nothing.
+``P`` cycles from ``c+1+K+v*P``: its window elements (``E`` of them, 1 outside VPOOL and
+VDWCONV) are read in its first ``E*R`` cycles (``R`` rows each: the most any operand it
+reads occupies; an operand with fewer rows reads them first), and its ``W`` result rows are
+written one per cycle from ``WRITE_LATENCY + X`` cycles after its last read (``X`` = 0,
+VDWCONV's 1).  ``P = max(E*R + X, W)``.  The unit is busy from ``c+1`` through the last
+write, ``K + (N-1)*P + E*R + X + W + WRITE_LATENCY - 1`` cycles, and takes its next
+command only when idle; a command with ``N*E == 0`` does nothing.
+
+VDWCONV's extra cycle: its window's products and the scaling of the sum share the lane's
+one multiplier, so after the last element's product (S0) the sum goes through the
+multiplier again in a stage of its own (S1), one cycle per output vector in which no
+element is multiplied.
 
 Why 4: a row read in cycle ``t`` is on the read port at ``t+1``; the lanes are decoded
 and registered there, the element is computed from those registers at ``t+2`` (the scaling
@@ -47,7 +52,11 @@ TABLE_SRC_MEMS = frozenset({VecMem.ASRAM, VecMem.ACC})
 
 MAX_ROWS = 6                 # an INT48 vector in ASRAM
 WRITE_LATENCY = 4            # cycles from a vector's last read to its first write (docstring)
-PARAM_ROWS = {"ACT": 3, "VRESCALE": 2}
+PARAM_ROWS = {"ACT": 3, "VRESCALE": 2, "VDWCONV": 3}
+# Instructions whose output vectors reduce a window of k1 x k0 input vectors.
+WINDOWED = ("VPOOL", "VDWCONV")
+# Cycles a vector's result comes later than WRITE_LATENCY after its last read (docstring).
+EXTRA_LATENCY = {"VDWCONV": 1}
 
 
 def dtype_range(dtype: VecType) -> tuple[int, int]:
@@ -124,11 +133,12 @@ class Operand:
 
 
 def steps(name: str, v: dict) -> int:
-    """Vector steps of a vector instruction: n0*n1, times k0*k1 for VPOOL (MAX_VECTOR_STEPS)."""
+    """Vector steps of a vector instruction: n0*n1, times k0*k1 for VPOOL and VDWCONV
+    (MAX_VECTOR_STEPS)."""
     n = v["n0"] * v["n1"]
     # (n0*n1) * (k0*k1), not ((n0*n1)*k0)*k1: the hardware checker evaluates this on field
     # values (hw/vpu_check.py), where it is two levels of multipliers instead of three.
-    return n * (v["k0"] * v["k1"]) if name == "VPOOL" else n
+    return n * (v["k0"] * v["k1"]) if name in WINDOWED else n
 
 
 def legal(name: str, v: dict) -> str | None:
@@ -136,7 +146,7 @@ def legal(name: str, v: dict) -> str | None:
     than MAX_VECTOR_STEPS steps), or None."""
     why = _legal_fields(name, v)
     if why is None and steps(name, v) > MAX_VECTOR_STEPS:
-        what = "n0*n1*k0*k1" if name == "VPOOL" else "n0*n1"
+        what = "n0*n1*k0*k1" if name in WINDOWED else "n0*n1"
         why = f"{what} = {steps(name, v)} exceeds MAX_VECTOR_STEPS ({MAX_VECTOR_STEPS})"
     return why
 
@@ -192,7 +202,7 @@ def table_rows(mode: int, bus_bytes: int) -> int:
 
 
 def operands(name: str, v: dict) -> tuple[list[Operand], Operand]:
-    """(sources read, destination) of a legal VRESCALE, VALU or VPOOL."""
+    """(sources read, destination) of a legal VRESCALE, VALU, VPOOL, TABLE lookup or VDWCONV."""
     def src(p, dtype, strides=None, window=None):
         mem = v[f"{p}_mem"]
         return Operand(p, mem, VecType(dtype), vector_rows(mem, dtype),
@@ -208,6 +218,10 @@ def operands(name: str, v: dict) -> tuple[list[Operand], Operand]:
         window = (v["w_stride0"], v["k0"], v["w_stride1"], v["k1"])
         out = v["dtype"] if v["mode"] == PoolMode.MAX else VecType.INT32
         return [src("a", v["dtype"], window=window)], dst(out)
+    if name == "VDWCONV":       # weights: window element e at row b_addr + e
+        window = (v["w_stride0"], v["k0"], v["w_stride1"], v["k1"])
+        weights = Operand("b", v["b_mem"], VecType.INT8, 1, (0, 0), (1, v["k0"], v["k0"], v["k1"]))
+        return [src("a", VecType.INT8, window=window), weights], dst(VecType.INT8)
     if name == "TABLE":         # lookups only (a LOAD writes TSRAM rows, not a vector)
         in_t, out_t = TABLE_TYPES[TableMode(v["mode"])]
         return [src("a", in_t)], dst(out_t)
@@ -235,23 +249,25 @@ class Schedule:
     R: int      # rows per element (the most any operand read occupies)
     W: int      # rows written per output vector
     P: int      # cycles per output vector
+    X: int = 0  # cycles of latency beyond WRITE_LATENCY (EXTRA_LATENCY)
 
     @property
     def busy(self) -> int:
         """Busy cycles (from the cycle after the command is taken); 0 if nothing happens."""
         if self.N * self.E == 0:
             return 0
-        return self.K + (self.N - 1) * self.P + self.E * self.R + self.W + WRITE_LATENCY - 1
+        return self.K + (self.N - 1) * self.P + self.E * self.R + self.X + self.W + WRITE_LATENCY - 1
 
 
 def schedule(name: str, v: dict) -> Schedule:
-    """Schedule of a legal ACT, VRESCALE, VALU or VPOOL with field values ``v``."""
+    """Schedule of a legal ACT, VRESCALE, VALU, VPOOL, TABLE or VDWCONV with field values ``v``."""
     if name == "ACT":
         return Schedule(K=PARAM_ROWS["ACT"], N=v["count"], E=1, R=1, W=1, P=1)
     if name == "TABLE" and v["mode"] == TableMode.LOAD:     # one ASRAM row -> one TSRAM row
         return Schedule(K=0, N=v["n0"] * v["n1"], E=1, R=1, W=1, P=1)
     reads, out = operands(name, v)
-    E = v["k0"] * v["k1"] if name == "VPOOL" else 1
+    E = v["k0"] * v["k1"] if name in WINDOWED else 1
     R = max(op.rows for op in reads)
+    X = EXTRA_LATENCY.get(name, 0)
     return Schedule(K=PARAM_ROWS.get(name, 0), N=v["n0"] * v["n1"], E=E, R=R, W=out.rows,
-                    P=max(E * R, out.rows))
+                    P=max(E * R + X, out.rows), X=X)

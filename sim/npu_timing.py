@@ -71,11 +71,12 @@ Units (command issued at cycle c; a unit is busy on cycles ``start .. end``)
     MATMUL:    ``N = n0*n1``, ``P`` = 2 for ``a_type`` INT16 else 1 (isa/matmul.py); front end
                from s = c+1, ready again at s + max(P*N, R) - 1 (so the next MATMUL can stream
                back to back); busy s .. s+P*N+R+1.
-    ACT, VRESCALE, VALU, VPOOL, TABLE: busy c+1 .. c+B with B = K + (N-1)*P + E*R + W + 3
-               (isa/vector.py: K parameter rows, N output vectors of P cycles each, E window
-               elements of R rows read, W rows written from WRITE_LATENCY = 4 cycles after
-               the last read); ACT: B = count + 7; TABLE: K = 0, E = 1, N = n0*n1,
-               P = max(R, W) (LOAD: R = W = 1, so B = N + 4).
+    ACT, VRESCALE, VALU, VPOOL, TABLE, VDWCONV: busy c+1 .. c+B with
+               B = K + (N-1)*P + E*R + X + W + 3 (isa/vector.py: K parameter rows, N output
+               vectors of P cycles each, E window elements of R rows read, W rows written
+               from WRITE_LATENCY + X cycles after the last read, X = 1 for VDWCONV, else 0);
+               ACT: B = count + 7; TABLE: K = 0, E = 1, N = n0*n1, P = max(R, W) (LOAD:
+               R = W = 1, so B = N + 4); VDWCONV: K = 3, P = E + 1.
     DMA and VPU are ready only when idle.  An instruction that moves no data (S, N or
     count == 0) never makes its unit busy; its interval is empty (start = c+1, end = c).
 

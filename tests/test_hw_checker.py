@@ -37,6 +37,7 @@ ADDRESS = {
     "VRESCALE": {"a_addr": "a_mem", "d_addr": "d_mem", "param_addr": "psram"},
     "VALU": {"a_addr": "a_mem", "b_addr": "b_mem", "c_addr": "c_mem", "d_addr": "d_mem"},
     "VPOOL": {"a_addr": "a_mem", "d_addr": "d_mem"},
+    "VDWCONV": {"a_addr": "a_mem", "b_addr": "b_mem", "d_addr": "d_mem", "param_addr": "psram"},
     "TABLE": {"a_addr": "a_mem", "d_addr": "d_mem"},
 }
 NO_LOOP = dict(offsets={}, full=False, loop_end=None)
@@ -83,7 +84,7 @@ def expected_code(cfg, name: str, v: dict, pc=0, prog_len=1, offsets=None, full=
         if v["count"] >= 2 and any((v["count"] - 1) * abs(v[k]) >= size for k, size in sizes.items()):
             return E.ILLEGAL_INSTRUCTION
         return E.NONE
-    if name in ("VRESCALE", "VALU", "VPOOL"):
+    if name in ("VRESCALE", "VALU", "VPOOL", "VDWCONV"):
         return vpu_doc_rules.expected_code(cfg, name, v)
     if name == "TABLE":
         return table_expected_code(cfg, v)

@@ -752,12 +752,77 @@ def test_max_pool2d_matches_reference():
     assert (got == want).all()
 
 
+# -- VDWCONV -------------------------------------------------------------------------------------
+@pytest.mark.parametrize("seed, stride, k, w_mem", [(0, 1, 3, ASRAM), (1, 2, 3, PSRAM), (2, 1, 5, ACC),
+                                                    (3, 2, 2, ASRAM)])
+def test_vdwconv_is_depthwise_rescale_clamp(seed, stride, k, w_mem):
+    """VDWCONV over an H x W image of channel vectors equals our reference interpreter's
+    DEPTHWISE_CONV2D (int8, input zero point, bias), then RESCALE (per channel, double
+    rounding or not, output zero point) and a CLAMP inside int8."""
+    rng = np.random.default_rng(60 + seed)
+    h, w = k + 4 * stride, k + 5 * stride        # (the spec's ERROR_IF: exact division by the stride)
+    x = rng.integers(-128, 128, (1, h, w, L))
+    wt = rng.integers(-128, 128, (k, k, L, 1))
+    bias = rng.integers(-5000, 5000, L)
+    in_zp, out_zp = int(rng.integers(-128, 128)), int(rng.integers(-20, 20))
+    mul = rng.integers(1 << 29, 1 << 31, L)
+    shift = rng.integers(30, 40, L)
+    double_round = bool(seed % 2)
+    lo, hi = -100, 110
+    st = NpuState(CFG, b"")
+    for y in range(h):
+        write_vectors(st, ASRAM, INT8, 8 + y * w + np.arange(w), x[0, y])
+    taps = wt[..., 0].reshape(k * k, L)
+    b_addr = {ASRAM: 200, PSRAM: 7, ACC: 30}[w_mem]
+    if w_mem == PSRAM:          # (the VPU never writes PSRAM: a DMA would)
+        st.psram[b_addr:b_addr + k * k] = taps
+    else:
+        write_vectors(st, w_mem, INT8, b_addr + np.arange(k * k), taps)
+    st.psram[4:7] = [bias, mul, shift]
+    oh, ow = (h - k) // stride + 1, (w - k) // stride + 1
+    execute(st, "VDWCONV", n0=ow, n1=oh, k0=k, k1=k, w_stride0=1, w_stride1=w, a_mem=ASRAM, a_addr=8,
+            a_stride0=stride, a_stride1=stride * w, b_mem=w_mem, b_addr=b_addr, d_mem=ASRAM, d_addr=400,
+            d_stride0=1, d_stride1=ow, param_addr=4, in_zp=in_zp, out_zp=out_zp, clamp_min=lo, clamp_max=hi,
+            scale32=1, double_round=int(double_round))
+    got = read_vectors(st, ASRAM, INT8, 400 + np.arange(oh * ow)).reshape(1, oh, ow, L)
+    acc = ref_run("DEPTHWISE_CONV2D", [(x, "int8")],
+                  {"pad": [0] * 4, "stride": [stride] * 2, "dilation": [1, 1], "acc_type": "int32"}, "int32",
+                  consts=[(wt, "int8"), (bias, "int32"), (np.array([in_zp]), "int8"), (np.array([0]), "int8")],
+                  out_shape=(1, oh, ow, L))
+    y = ref_run("RESCALE", [(acc, "int32")],
+                {"scale32": True, "rounding_mode": "DOUBLE_ROUND" if double_round else "SINGLE_ROUND",
+                 "per_channel": True, "input_unsigned": False, "output_unsigned": False}, "int8",
+                consts=[(mul, "int32"), (shift, "int8"), (np.array([0]), "int32"), (np.array([out_zp]), "int8")])
+    want = ref_run("CLAMP", [(y, "int8")], {"min_val": lo, "max_val": hi}, "int8")
+    assert (got == want).all()
+
+
+def test_vdwconv_schedule_and_errors():
+    """Three parameter rows, k1*k0 + 1 cycles per output vector, one cycle more latency
+    than VPOOL; the weights' rows are range-checked."""
+    base = dict(n0=5, n1=2, k0=3, k1=3, w_stride0=1, w_stride1=8, a_mem=ASRAM, b_mem=ASRAM, b_addr=100,
+                d_mem=ASRAM, d_addr=200, d_stride0=1, param_addr=0)
+    s = schedule("VDWCONV", make("VDWCONV", **base).values)
+    assert (s.K, s.N, s.E, s.R, s.W, s.P) == (3, 10, 9, 1, 1, 10)
+    assert s.busy == 3 + 9 * 10 + 9 + 1 + 1 + 4 - 1
+    st = NpuState(CFG, b"")
+    with pytest.raises(Trap) as e:
+        execute(st, "VDWCONV", **dict(base, b_addr=CFG.asram_rows - 8))
+    assert e.value.code == ErrorCode.SRAM_OVERFLOW and "operand b" in str(e.value)
+    with pytest.raises(Trap) as e:
+        execute(st, "VDWCONV", **dict(base, param_addr=CFG.psram_rows - 2))
+    assert e.value.code == ErrorCode.SRAM_OVERFLOW
+    with pytest.raises(Trap) as e:
+        execute(st, "VDWCONV", **dict(base, b_mem=3))
+    assert e.value.code == ErrorCode.ILLEGAL_INSTRUCTION
+
+
 # -- errors, footprints, schedules ------------------------------------------------------------
 def random_vector_instruction(rng, cfg=CFG):
     """Fields near the limits of memories and enums (like tests/test_hw_checker.py)."""
     from isa.instructions import BY_NAME
 
-    name = str(rng.choice(["VRESCALE", "VALU", "VPOOL"]))
+    name = str(rng.choice(["VRESCALE", "VALU", "VPOOL", "VDWCONV"]))
     values = {}
     for f in BY_NAME[name].fields:
         if f.name.endswith("_mem"):

@@ -1,5 +1,5 @@
 """Test-only transcription of the vector instructions' storage and error rules, written from
-the VRESCALE / VALU / VPOOL docs in isa/instructions.py (independently of isa/vector.py,
+the VRESCALE / VALU / VPOOL / VDWCONV docs in isa/instructions.py (independently of isa/vector.py,
 sim/isa/vpu.py and hw/vpu_check.py, which the tests check against it)."""
 from __future__ import annotations
 
@@ -48,6 +48,11 @@ def accesses(name: str, v: dict) -> list[tuple[int, int, int, int, int, int]]:
         ext = (v["k1"] - 1) * v["w_stride1"] + (v["k0"] - 1) * v["w_stride0"]
         out.append((v["a_mem"], v["a_addr"], v["a_stride0"], v["a_stride1"], rows(v["a_mem"], v["dtype"]), ext))
         dst_type = v["dtype"] if v["mode"] == 0 else 2
+    elif name == "VDWCONV":     # INT8 in, weights at b_addr + w1*k0 + w0 for every vector, INT8 out
+        ext = (v["k1"] - 1) * v["w_stride1"] + (v["k0"] - 1) * v["w_stride0"]
+        out.append((v["a_mem"], v["a_addr"], v["a_stride0"], v["a_stride1"], 1, ext))
+        out.append((v["b_mem"], v["b_addr"], 0, 0, 1, v["k1"] * v["k0"] - 1))
+        dst_type = 0
     else:
         op = OPS[v["op"]]
         a_type, dst_type = valu_types(op, v["dtype"])
@@ -62,7 +67,7 @@ def accesses(name: str, v: dict) -> list[tuple[int, int, int, int, int, int]]:
 
 
 def expected_code(cfg, name: str, v: dict) -> ErrorCode:
-    """The error a VRESCALE, VALU or VPOOL with field values ``v`` stops with."""
+    """The error a VRESCALE, VALU, VPOOL or VDWCONV with field values ``v`` stops with."""
     if any(v.get(f"{p}_mem", 0) == 3 for p in "abc"):
         return ErrorCode.ILLEGAL_INSTRUCTION
     if name == "VRESCALE" and (v["in_type"] > 5 or v["out_type"] in (3, 6, 7)):
@@ -71,11 +76,13 @@ def expected_code(cfg, name: str, v: dict) -> ErrorCode:
         return ErrorCode.ILLEGAL_INSTRUCTION
     if name == "VPOOL" and v["dtype"] == 3:
         return ErrorCode.ILLEGAL_INSTRUCTION
-    if v["n0"] * v["n1"] * (v["k0"] * v["k1"] if name == "VPOOL" else 1) > 1 << 24:   # 2**24 steps
+    windowed = name in ("VPOOL", "VDWCONV")
+    if v["n0"] * v["n1"] * (v["k0"] * v["k1"] if windowed else 1) > 1 << 24:   # 2**24 steps
         return ErrorCode.ILLEGAL_INSTRUCTION
-    if name == "VRESCALE" and (v["param_addr"] < 0 or v["param_addr"] + 2 > cfg.psram_rows):
+    params = {"VRESCALE": 2, "VDWCONV": 3}.get(name)
+    if params and (v["param_addr"] < 0 or v["param_addr"] + params > cfg.psram_rows):
         return ErrorCode.SRAM_OVERFLOW
-    count = v["n0"] * v["n1"] * (v["k0"] * v["k1"] if name == "VPOOL" else 1)
+    count = v["n0"] * v["n1"] * (v["k0"] * v["k1"] if windowed else 1)
     if count:
         for mem, addr, s0, s1, nrows, ext in accesses(name, v):
             last = addr + (v["n1"] - 1) * s1 + (v["n0"] - 1) * s0 + ext + nrows - 1

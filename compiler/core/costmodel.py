@@ -16,6 +16,7 @@ from functools import lru_cache
 from isa import matmul
 from isa.config import NpuConfig
 from isa.encoding import Instruction
+from isa.instructions import Unit
 from sim.npu_timing import TimingModel
 
 ACT_OVERHEAD = 6     # issue to idle, besides one cycle per row (sim/npu_timing.py)
@@ -50,7 +51,7 @@ def instr_timing(instr: Instruction, config: NpuConfig) -> tuple[int, int]:
     if instr.name == "MATMUL":
         return matmul_timing(config.array_rows, instr.values["n0"] * instr.values["n1"],
                              instr.values.get("a_type", 0))
-    if instr.name in ("DMA_LOAD", "DMA_STORE", "ACT", "VRESCALE", "VALU", "VPOOL", "TABLE"):
+    if instr.name in ("DMA_LOAD", "DMA_STORE") or instr.defn.unit is Unit.VPU:
         cycles = _model(config).duration(instr)
         return (cycles + 1, cycles + 1) if cycles else (1, 0)
     if instr.name == "BRANCH":      # condition read, then issue (a taken one refetches: +1)

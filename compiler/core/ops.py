@@ -15,7 +15,7 @@ from isa import dma, matmul
 from isa.config import NpuConfig
 from isa.encoding import Instruction, make
 from isa.instructions import LEN_BITS, BranchTest, Sram, TableMode, Unit, VecDst, VecMem
-from isa.vector import PARAM_ROWS, operands, table_rows
+from isa.vector import PARAM_ROWS, WINDOWED, operands, table_rows
 
 from compiler.core.costmodel import instr_timing
 
@@ -88,22 +88,22 @@ def footprint(instr: Instruction, config: NpuConfig) -> tuple[list[Access], list
     return [], []
 
 
-VECTOR_OPS = ("VRESCALE", "VALU", "VPOOL", "TABLE")
+VECTOR_OPS = ("VRESCALE", "VALU", "VPOOL", "TABLE", "VDWCONV")
 _VEC_MEMS = {int(VecMem.ASRAM): "ASRAM", int(VecMem.ACC): "ACC", int(VecMem.PSRAM): "PSRAM"}
 
 
 def _vector_footprint(name: str, v: dict, config: NpuConfig) -> tuple[list[Access], list[Access]]:
-    """Footprint of a VRESCALE, VALU or VPOOL from isa/vector.py's operand rules (PSRAM rows
-    in bus words, like ACT's parameters)."""
+    """Footprint of a VRESCALE, VALU, VPOOL or VDWCONV from isa/vector.py's operand rules
+    (PSRAM rows in bus words, like ACT's parameters)."""
     wpr = config.words_per_wide_row
     if name == "TABLE":
         return _table_footprint(v, config)
     sources, dst = operands(name, v)
     reads: list[Access] = []
-    if name == "VRESCALE":      # the parameter rows are always read
-        reads.append(("PSRAM", v["param_addr"] * wpr, (v["param_addr"] + PARAM_ROWS["VRESCALE"]) * wpr))
+    if name in PARAM_ROWS:      # the parameter rows are always read
+        reads.append(("PSRAM", v["param_addr"] * wpr, (v["param_addr"] + PARAM_ROWS[name]) * wpr))
     n0, n1 = v["n0"], v["n1"]
-    if n0 * n1 == 0 or (name == "VPOOL" and v["k0"] * v["k1"] == 0):
+    if n0 * n1 == 0 or (name in WINDOWED and v["k0"] * v["k1"] == 0):
         return reads, []
 
     def access(operand) -> Access:

@@ -1,4 +1,4 @@
-"""Semantics of the vector instructions VRESCALE, VALU and VPOOL (isa/instructions.py docs)
+"""Semantics of the vector instructions VRESCALE, VALU, VPOOL and VDWCONV (isa/instructions.py docs)
 for the ISA simulator: whole instructions at once with numpy.
 
 Every instruction is executed as "read every operand vector, compute, write every result in
@@ -13,7 +13,8 @@ from __future__ import annotations
 import numpy as np
 
 from isa.instructions import VecType, ErrorCode, PoolMode, Unit, ValuOp, VecMem
-from isa.vector import TOSA_NAME, UNSIGNED, VALU_SIGS, Operand, dtype_range, legal, operands, vector_rows
+from isa.vector import (PARAM_ROWS, TOSA_NAME, UNSIGNED, VALU_SIGS, WINDOWED, Operand, dtype_range, legal,
+                        operands, vector_rows)
 from sim import tosa_helpers as th
 from sim.isa.rescale import rescale
 from sim.isa.units import ACC, ASRAM, PSRAM, Footprint, NpuState, Trap
@@ -103,13 +104,13 @@ def _check(state: NpuState, name: str, v: dict) -> tuple[list[Operand], Operand,
     if why is not None:
         raise Trap(ErrorCode.ILLEGAL_INSTRUCTION, f"{name}: {why}")
     reads, out = operands(name, v)
-    if name == "VRESCALE":
-        p = v["param_addr"]
-        if p < 0 or p + 2 > state.config.psram_rows:
+    if name in PARAM_ROWS:
+        p, k = v["param_addr"], PARAM_ROWS[name]
+        if p < 0 or p + k > state.config.psram_rows:
             raise Trap(ErrorCode.SRAM_OVERFLOW,
-                       f"PSRAM parameter rows {p}..{p + 1} outside 0..{state.config.psram_rows - 1}")
+                       f"PSRAM parameter rows {p}..{p + k - 1} outside 0..{state.config.psram_rows - 1}")
     n0, n1 = v["n0"], v["n1"]
-    touches = n0 * n1 * (v["k0"] * v["k1"] if name == "VPOOL" else 1) > 0
+    touches = n0 * n1 * (v["k0"] * v["k1"] if name in WINDOWED else 1) > 0
     if touches:
         for op in reads + [out]:
             addr = v[f"{op.prefix}_addr"]
@@ -126,8 +127,8 @@ def _footprint(state: NpuState, name: str, v: dict, reads, out, touches: bool) -
     """Rows read and written (PSRAM in bus words, like its DMA)."""
     fp = Footprint(Unit.VPU)
     wpr = state.config.words_per_wide_row
-    if name == "VRESCALE":
-        fp.reads.append((PSRAM, (v["param_addr"] * wpr, (v["param_addr"] + 2) * wpr)))
+    if name in PARAM_ROWS:
+        fp.reads.append((PSRAM, (v["param_addr"] * wpr, (v["param_addr"] + PARAM_ROWS[name]) * wpr)))
     if not touches:
         return fp
     for op, target in [(op, fp.reads) for op in reads] + [(out, fp.writes)]:
@@ -323,7 +324,7 @@ def _in_pieces(name: str, body):
         reads, out, touches = _check(state, name, v)        # the whole instruction's errors first
         if not touches:
             return body(state, v)
-        window = v["k0"] * v["k1"] if name == "VPOOL" else 1
+        window = v["k0"] * v["k1"] if name in WINDOWED else 1
         return run_in_pieces(state, v, reads + [out], body, window)
     execute.__name__ = execute.__qualname__ = f"exec_{name.lower()}"
     execute.__doc__ = f"{name}, in pieces of at most CHUNK vectors (see CHUNK)."
@@ -334,5 +335,28 @@ exec_vrescale = _in_pieces("VRESCALE", _exec_vrescale)
 exec_valu = _in_pieces("VALU", _exec_valu)
 exec_vpool = _in_pieces("VPOOL", _exec_vpool)
 
-EXECUTORS = {"VRESCALE": exec_vrescale, "VALU": exec_valu, "VPOOL": exec_vpool}
+
+# -- VDWCONV -------------------------------------------------------------------------------------
+def _exec_vdwconv(state: NpuState, v: dict) -> Footprint:
+    reads, out, touches = _check(state, "VDWCONV", v)
+    fp = _footprint(state, "VDWCONV", v, reads, out, touches)
+    if not touches:
+        return fp
+    x = _read_operand(state, reads[0], v)                      # (N, k1*k0, COLS)
+    w = _read_operand(state, reads[1], v)                      # the same weights for every vector
+    bias, mul, shift = state.psram[v["param_addr"]:v["param_addr"] + 3].astype(np.int64)
+    # int32(v + (x - in_zp) * w) at every step is the exact sum wrapped once: exact in int64
+    # (at most 255*255 products of |x - in_zp| * |w| <= 256 * 128 and the bias).
+    value = (bias + ((x - v["in_zp"]) * w).sum(axis=1)).astype(np.int32)      # wrapping, as ACT's
+    scale32 = bool(v["scale32"])
+    mul = mul.astype(np.int32) if scale32 else mul.astype(np.int16)            # low half for 16-bit
+    s = rescale(value, mul, shift & 63, scale32, bool(v["double_round"]))
+    y = np.minimum(np.maximum(s.astype(np.int64) + v["out_zp"], v["clamp_min"]), v["clamp_max"])
+    _write_result(state, out, v, y)
+    return fp
+
+
+exec_vdwconv = _in_pieces("VDWCONV", _exec_vdwconv)
+
+EXECUTORS = {"VRESCALE": exec_vrescale, "VALU": exec_valu, "VPOOL": exec_vpool, "VDWCONV": exec_vdwconv}
 assert set(VALU_SIGS) == set(ValuOp)
