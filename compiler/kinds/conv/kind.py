@@ -11,6 +11,7 @@ from compiler.core.kind import Kind
 from compiler.kinds.conv.im2col import Im2colConvLayer, plan as im2col_plan
 from compiler.kinds.conv.lower import constant_names, lower_conv
 from compiler.kinds.conv.tiling import plan_candidates
+from compiler.kinds.conv.vector_share import array_part, plan_share, reduced_config, share_constants
 from compiler.kinds.conv.weights import pack_params, pack_weights
 
 
@@ -20,12 +21,21 @@ def _constants(layer: ConvLayer, config: NpuConfig) -> dict[str, bytes]:
            names["params"]: pack_params(layer, config)}
     if not isinstance(layer, Im2colConvLayer):        # the gather has no padding to fill
         out[names["fill"]] = bytes([layer.input_zp & 0xFF]) * config.bus_bytes
+    if layer.vector_blocks:
+        out.update(share_constants(layer, config))
     return out
 
 
 def _candidates(layer: ConvLayer, config: NpuConfig, loops: bool) -> list:
     if isinstance(layer, Im2colConvLayer):
         return [im2col_plan(layer, config)]
+    if layer.vector_blocks:
+        # The array's blocks planned in what the vector unit's share leaves of the scratchpads
+        share = plan_share(layer, config)
+        plans = plan_candidates(array_part(layer, share, config), reduced_config(config, share), streaming=loops)
+        for plan in plans:
+            plan.share = share
+        return plans
     return plan_candidates(layer, config, streaming=loops)
 
 

@@ -55,6 +55,7 @@ from compiler.kinds.conv.fully_connected import FcPlan, lower_fc
 from compiler.kinds.conv.im2col import Im2colPlan, lower as lower_im2col
 from compiler.program.memplan import ExtPlan
 from compiler.kinds.conv.plan import ConvPlan, ReductionGroup
+from compiler.kinds.conv.vector_share import interleave, share_ops
 from compiler.kinds.conv.weights import PARAM_ROWS
 
 
@@ -275,6 +276,8 @@ def lower_conv(plan: ConvPlan, ext: ExtPlan, config: NpuConfig, index: int) -> l
                         flush_tail()           # the next MATMULs overwrite its ACC slot, or
                                                # are the next step's (behind its input load)
     flush_tail()
+    if plan.share is not None:                 # the vector unit's blocks, beside the array's
+        ops = interleave(ops, share_ops(layer, plan.share, ext, config, index, max(pixels, lanes)))
     return ops
 
 

@@ -62,6 +62,7 @@ class ConvPlan:
     w_slot_rows: int = 0
     asram_out_base: int = 0
     estimate: dict = field(default_factory=dict)
+    share: object = None      # the vector unit's blocks of a depthwise layer (vector_share.Share)
 
     @property
     def taps(self) -> int:
@@ -130,4 +131,5 @@ class ConvPlan:
         return (f"{kind}tile {self.th}x{self.tw} ({tiles} tiles), reduction groups {self.groups} "
                 f"({self.cg} cin blocks x {self.tg} taps), cout groups {self.ogroups}x{self.og}, "
                 f"slots in/out/acc/w {self.in_slots}/{self.out_slots}/{self.acc_slots}/{self.w_slots}, "
-                f"row step {self.row_step}, {self.order}")
+                f"row step {self.row_step}, {self.order}"
+                + (f"; {self.share.describe()}" if self.share is not None else ""))

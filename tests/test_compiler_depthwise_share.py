@@ -1,0 +1,83 @@
+"""Compiler: a depthwise layer's channel blocks shared between the MAC array and the vector
+unit (compiler/kinds/conv/vector_share.py: VDWCONV on the last blocks while the array runs
+the first), run on the ISA simulator with its hazard check and compared bit-exactly with
+the reference interpreter; the split timed by the cycle model against the array alone."""
+from __future__ import annotations
+
+import os
+import sys
+
+import numpy as np
+import pytest
+
+sys.path.insert(0, os.path.dirname(__file__))
+from test_compiler_depthwise_array import depthwise_graph  # noqa: E402
+from vector_graphs import run_and_compare  # noqa: E402
+
+from isa.config import DEFAULT_CONFIG, SMALL_CONFIG  # noqa: E402
+from compiler.core.ir import ConvLayer  # noqa: E402
+from compiler.core.views import ceil_div  # noqa: E402
+
+SHARE_CASES = [
+    # n, hw, c, kernel, stride, dilation, pad, input_zp, clamp, vector blocks (None: the compiler's)
+    (1, (28, 28), 64, (3, 3), (1, 1), (1, 1), (1, 1, 1, 1), -128, (0, 127), None),    # MobileNetV2's form
+    (1, (29, 29), 72, (3, 3), (2, 2), (1, 1), (1, 1, 1, 1), 5, (-128, 100), 2),      # stride 2, partial block
+    (2, (12, 11), 48, (3, 2), (1, 2), (1, 1), (1, 0, 1, 1), -9, (-128, 127), 1),     # two images, 3x2 kernel
+    (1, (16, 15), 40, (5, 5), (1, 1), (2, 1), (4, 4, 2, 2), 17, (-50, 60), 2),       # dilation, wide padding
+    (1, (9, 40), 96, (3, 3), (1, 1), (1, 1), (0, 0, 1, 1), 0, (-128, 127), 5),       # five of six blocks
+]
+
+
+def _layer(comp) -> ConvLayer:
+    (layer,) = [layer for layer in comp.layers if isinstance(layer, ConvLayer)]
+    return layer
+
+
+def _compile_share(monkeypatch, case, config=DEFAULT_CONFIG):
+    n, hw, c, kernel, stride, dil, pad, izp, clamp, blocks = case
+    rng = np.random.default_rng(sum(hw) + c)
+    graph, inputs = depthwise_graph(rng, n, hw, c, 1, kernel, stride, dil, pad, izp, 0, clamp)
+    if blocks is not None:
+        from compiler.kinds.depthwise import kind
+
+        monkeypatch.setattr(kind, "vector_blocks", lambda layer, config: blocks)
+    return graph, inputs, run_and_compare(graph, inputs, config)
+
+
+@pytest.mark.parametrize("case", SHARE_CASES)
+def test_depthwise_shared_with_the_vector_unit(case, monkeypatch):
+    """Every output bit-exact, no hazard between the two units' instructions (the ISA
+    simulator checks every read and write against the waits), the share's blocks computed
+    by VDWCONV and the rest by the array."""
+    graph, inputs, comp = _compile_share(monkeypatch, case)
+    layer = _layer(comp)
+    blocks = ceil_div(layer.out_shape[3], DEFAULT_CONFIG.array_cols)
+    assert 0 < layer.vector_blocks < blocks
+    names = [i.name for i in comp.program.instructions]
+    assert "VDWCONV" in names and "MATMUL" in names
+    assert "vector unit" in comp.plans[0].describe()
+
+
+def test_depthwise_share_on_the_small_config(monkeypatch):
+    """The 4x4 array (ASRAM of 1,024 rows): the share's region and bands cut small."""
+    case = (1, (14, 13), 10, (3, 3), (1, 1), (1, 1), (1, 1, 1, 1), 3, (-128, 127), 1)
+    _, _, comp = _compile_share(monkeypatch, case, SMALL_CONFIG)
+    assert _layer(comp).vector_blocks == 1
+
+
+def test_the_share_is_faster_than_the_array_alone(monkeypatch):
+    """MobileNetV2's 28x28x192 depthwise layer in the cycle model: the split the compiler
+    picks against all blocks on the array."""
+    from compiler.driver import run_pipeline
+    from compiler.estimate.layers import estimate_compilation
+    from compiler.kinds.depthwise import kind
+
+    rng = np.random.default_rng(3)
+    graph, _ = depthwise_graph(rng, 1, (28, 28), 192, 1, (3, 3), (1, 1), (1, 1), (1, 1, 1, 1), -128, 0, (0, 127))
+    shared = run_pipeline(graph, DEFAULT_CONFIG)
+    assert _layer(shared).vector_blocks > 0
+    with monkeypatch.context() as patch:
+        patch.setattr(kind, "vector_blocks", lambda layer, config: 0)
+        alone = run_pipeline(graph, DEFAULT_CONFIG)
+    fast, slow = (estimate_compilation(c).total_cycles for c in (shared, alone))
+    assert fast < 0.8 * slow, (fast, slow)
