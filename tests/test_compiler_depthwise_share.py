@@ -25,6 +25,12 @@ SHARE_CASES = [
     (2, (12, 11), 48, (3, 2), (1, 2), (1, 1), (1, 0, 1, 1), -9, (-128, 127), 1),     # two images, 3x2 kernel
     (1, (16, 15), 40, (5, 5), (1, 1), (2, 1), (4, 4, 2, 2), 17, (-50, 60), 2),       # dilation, wide padding
     (1, (9, 40), 96, (3, 3), (1, 1), (1, 1), (0, 0, 1, 1), 0, (-128, 127), 5),       # five of six blocks
+    # a part of one block: the array its first rows (whole tiles), the vector unit the rest
+    (1, (56, 56), 40, (3, 3), (1, 1), (1, 1), (1, 1, 1, 1), -128, (0, 127), 1.6),
+    (2, (60, 47), 24, (3, 3), (2, 2), (1, 1), (1, 1, 1, 1), 12, (-128, 127), 0.45),
+    (1, (64, 20), 16, (5, 3), (1, 1), (1, 1), (2, 2, 1, 1), -3, (-128, 127), 0.5),   # one block
+    # one tile per block: the part rounds to the whole block, the share starts at the next
+    (1, (21, 17), 48, (3, 3), (1, 1), (1, 1), (1, 1, 1, 1), 12, (-128, 127), 1.3),
 ]
 
 
@@ -38,9 +44,9 @@ def _compile_share(monkeypatch, case, config=DEFAULT_CONFIG):
     rng = np.random.default_rng(sum(hw) + c)
     graph, inputs = depthwise_graph(rng, n, hw, c, 1, kernel, stride, dil, pad, izp, 0, clamp)
     if blocks is not None:
-        from compiler.kinds.depthwise import kind
+        from compiler.kinds.depthwise import choice
 
-        monkeypatch.setattr(kind, "vector_blocks", lambda layer, config: blocks)
+        monkeypatch.setattr(choice, "vector_blocks", lambda layer, config: blocks)
     return graph, inputs, run_and_compare(graph, inputs, config)
 
 
@@ -55,7 +61,10 @@ def test_depthwise_shared_with_the_vector_unit(case, monkeypatch):
     assert 0 < layer.vector_blocks < blocks
     names = [i.name for i in comp.program.instructions]
     assert "VDWCONV" in names and "MATMUL" in names
+    share = comp.plans[0].share
     assert "vector unit" in comp.plans[0].describe()
+    if share.fraction:                          # the block between: both units compute rows of it
+        assert 0 < share.array_rows < layer.out_shape[1], share
 
 
 def test_depthwise_share_on_the_small_config(monkeypatch):
@@ -70,14 +79,14 @@ def test_the_share_is_faster_than_the_array_alone(monkeypatch):
     picks against all blocks on the array."""
     from compiler.driver import run_pipeline
     from compiler.estimate.layers import estimate_compilation
-    from compiler.kinds.depthwise import kind
+    from compiler.kinds.depthwise import choice
 
     rng = np.random.default_rng(3)
     graph, _ = depthwise_graph(rng, 1, (28, 28), 192, 1, (3, 3), (1, 1), (1, 1), (1, 1, 1, 1), -128, 0, (0, 127))
     shared = run_pipeline(graph, DEFAULT_CONFIG)
     assert _layer(shared).vector_blocks > 0
     with monkeypatch.context() as patch:
-        patch.setattr(kind, "vector_blocks", lambda layer, config: 0)
+        patch.setattr(choice, "vector_blocks", lambda layer, config: 0)
         alone = run_pipeline(graph, DEFAULT_CONFIG)
     fast, slow = (estimate_compilation(c).total_cycles for c in (shared, alone))
     assert fast < 0.8 * slow, (fast, slow)

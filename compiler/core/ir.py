@@ -96,10 +96,11 @@ class ConvLayer(SingleTensorLayer):
         output channel ``o`` reads input channel ``o // M`` only, ``weights`` is then
         ``(OC, KH, KW, 1)`` (one kernel per output channel) and the tiling reduces each
         output-channel block over its one input-channel block (compiler/kinds/conv/plan.py).
-    vector_blocks : int
+    vector_blocks : float
         For a depthwise layer (multiplier 1): how many of its last output-channel blocks the
         vector unit computes (VDWCONV) while the array computes the others
-        (compiler/kinds/conv/vector_share.py); 0: all on the array.
+        (compiler/kinds/conv/vector_share.py); a fraction is the last rows of one more
+        block; 0: all on the array.
     """
 
     name: str
@@ -123,7 +124,7 @@ class ConvLayer(SingleTensorLayer):
     ops: list[str] = field(default_factory=list)
     location: str = ""
     depth_multiplier: int = 0
-    vector_blocks: int = 0
+    vector_blocks: float = 0
 
     @property
     def kernel(self) -> tuple[int, int]:

@@ -11,7 +11,7 @@ from compiler.core.kind import Kind
 from compiler.kinds.conv.im2col import Im2colConvLayer, plan as im2col_plan
 from compiler.kinds.conv.lower import constant_names, lower_conv
 from compiler.kinds.conv.tiling import plan_candidates
-from compiler.kinds.conv.vector_share import array_part, plan_share, reduced_config, share_constants
+from compiler.kinds.conv.vector_share import array_part, fit_rows, plan_share, reduced_config, share_constants
 from compiler.kinds.conv.weights import pack_params, pack_weights
 
 
@@ -34,7 +34,7 @@ def _candidates(layer: ConvLayer, config: NpuConfig, loops: bool) -> list:
         share = plan_share(layer, config)
         plans = plan_candidates(array_part(layer, share, config), reduced_config(config, share), streaming=loops)
         for plan in plans:
-            plan.share = share
+            plan.share = fit_rows(share, layer, plan.th)
         return plans
     return plan_candidates(layer, config, streaming=loops)
 

@@ -111,6 +111,9 @@ def lower_conv(plan: ConvPlan, ext: ExtPlan, config: NpuConfig, index: int) -> l
         steps = [(o, t) for t in range(len(tiles)) for o in range(plan.ogroups)]
     else:
         steps = [(o, t) for o in range(plan.ogroups) for t in range(len(tiles))]
+    share = plan.share
+    if share is not None:      # the vector unit computes block ``first`` from row ``array_rows`` on
+        steps = [(o, t) for o, t in steps if o != share.first or tiles[t].oy < share.array_rows]
     uses = _uses(plan, steps)
     inputs_done: set[int] = set()               # steps whose input window is emitted
     pieces = _weight_pieces(plan, uses)

@@ -5,18 +5,21 @@ the 256 a cycle: an input lane feeds only its own channel's column, so a 3x3 lay
 MATMUL rows per output vector and channel block (compiler/kinds/conv/plan.py), and the
 vector unit meanwhile runs one ACT row per output vector.  VDWCONV (isa/instructions.py)
 computes the same output vector on the vector unit in ``k*k + 1`` cycles, so the two units
-can work on different channel blocks at once: the array takes the first ``a`` blocks (the
-conv lowering as it is, compiler/kinds/conv/lower.py), the vector unit the last ``V``.
+can work on different channel blocks at once: the array takes the first blocks (the conv
+lowering as it is, compiler/kinds/conv/lower.py), the vector unit the last ones, and of
+the block between them the array takes the first output rows (whole tiles of its plan)
+and the vector unit the rest.
 
 The balance.  The vector unit, the ACTs and the DMA's loads into ASRAM take turns on
-ASRAM's one write port (isa/ports.py), so while the array spends ``k*k`` cycles on an
-output vector of one of its blocks, that port has ``FILL * k*k`` cycles (what the in-order
-issue leaves, below) for the ACT of that vector (1), its input rows (``I``: the input
-window's rows per output vector, halo included) and the vector unit's share.  A vector-unit
-output vector takes ``k*k + 1`` cycles of VDWCONV and its own ``I`` rows of input, so the
-blocks split as ``V / a = (FILL*k*k - 1 - I) / (k*k + 1 + I)``: about 0.55 for a 3x3 layer
-at stride 1, whose depthwise time falls to about 9 / 1.6 cycles per output vector;
-at stride 2 (``I`` about 4) about 0.2.
+ASRAM's one write port (isa/ports.py), so while the array spends ``A`` cycles on an
+output vector of one of its blocks (``k*k`` MATMUL rows, more where its MATMULs are
+shorter than the array's depth: its plan's estimate), that port has ``BALANCE * A``
+cycles for the ACT of that vector (1), its input rows (``I``: the input window's rows per
+output vector, halo included) and the vector unit's share.  A vector-unit output vector
+takes ``k*k + 1`` cycles of VDWCONV and its own ``I`` rows of input, so the output vectors
+split as ``V / a = (BALANCE*A - 1 - I) / (k*k + 1 + I)``: about 0.6 for MobileNetV2's 3x3
+layers at stride 1, whose depthwise time falls from 9 to about 5.7 cycles per output
+vector; at stride 2 (``I`` about 4) about 0.25.
 
 The interleaving.  The machine issues in program order and the array takes its next
 MATMUL only near the end of the current one, so work behind a MATMUL waits for it: the
@@ -38,20 +41,23 @@ next band's input loads while the current one computes.
 from __future__ import annotations
 
 import dataclasses
+import math
 from dataclasses import dataclass
 
 import numpy as np
 
 from isa.config import NpuConfig
 from isa.instructions import BY_NAME, Sram, Unit, VecMem
+from tosa_ir.errors import Unsupported
 
 from compiler.core.dma import Window, fill_name, load_window
 from compiler.core.ir import ConvLayer
 from compiler.core.ops import MAX_LEN, Op, new_op
 from compiler.core.views import ceil_div
 from compiler.kinds.conv.plan import PARAM_ROWS
+from compiler.kinds.conv.tiling import plan_candidates
 
-__all__ = ["Share", "array_part", "interleave", "plan_share", "reduced_config", "share_constants",
+__all__ = ["Share", "array_part", "fit_rows", "interleave", "plan_share", "reduced_config", "share_constants",
            "share_ops", "vector_blocks"]
 
 FILL = 0.85             # share of a MATMUL's duration the other units' work may take
@@ -63,9 +69,12 @@ _KMAX = next(f for f in BY_NAME["VDWCONV"].fields if f.name == "k0").max
 @dataclass(frozen=True)
 class Share:
     """The vector unit's share of a depthwise layer: blocks ``first ..`` (``count`` of
-    them), worked in bands of ``band`` output rows; its ASRAM region from ``asram_base``
-    (weights, then input slots of ``in_rows x in_cols``, then output slots of ``band x ow``)
-    and its parameter rows from PSRAM row ``psram_base``."""
+    them), the first from output row ``array_rows`` on (the array computes its rows above
+    that, in whole tiles), worked in bands of ``band`` output rows; its ASRAM region from
+    ``asram_base`` (weights, then input slots of ``in_rows x in_cols``, then output slots of
+    ``band x ow``) and its parameter rows from PSRAM row ``psram_base``.  ``fraction``: the
+    part of block ``first`` the balance asked for (``array_rows`` rounds it to the array's
+    tiles)."""
 
     first: int
     count: int
@@ -74,9 +83,12 @@ class Share:
     in_cols: int
     asram_base: int
     psram_base: int
+    fraction: float = 0.0
+    array_rows: int = 0
 
     def describe(self) -> str:
-        return f"vector unit: {self.count} blocks from {self.first}, bands of {self.band} rows"
+        part = f" (block {self.first} from row {self.array_rows})" if self.array_rows else ""
+        return f"vector unit: {self.count} blocks from {self.first}{part}, bands of {self.band} rows"
 
 
 def _geometry(layer: ConvLayer, band: int) -> tuple[int, int]:
@@ -99,11 +111,12 @@ def _eligible(layer: ConvLayer) -> bool:
             and layer.in_shape[3] == layer.out_shape[3])
 
 
-def vector_blocks(layer: ConvLayer, config: NpuConfig) -> int:
+def vector_blocks(layer: ConvLayer, config: NpuConfig) -> float:
     """How many of the layer's output-channel blocks to give the vector unit (module
-    docstring: the balance), 0 where the layer cannot share or gains nothing."""
+    docstring: the balance), 0 where the layer cannot share or gains nothing.  A fraction
+    is a part of one more block: its last output rows (:func:`fit_rows`)."""
     cbo = ceil_div(layer.out_shape[3], config.array_cols)
-    if cbo < 2 or not _eligible(layer):
+    if not _eligible(layer):
         return 0
     band = _band(layer, config, 1)
     if band == 0:
@@ -111,14 +124,32 @@ def vector_blocks(layer: ConvLayer, config: NpuConfig) -> int:
     kh, kw = layer.kernel
     taps = kh * kw
     rows, cols = _geometry(layer, band)
-    per_vector = rows * cols / (band * layer.out_shape[2])        # I: input rows per output vector
-    ratio = (BALANCE * taps - 1 - per_vector) / (taps + 1 + per_vector)
+    n, oh, ow, _ = layer.out_shape
+    per_vector = rows * cols / (band * ow)          # I: input rows per output vector
+    # The array's cycles per output vector, from its plan's estimate (at least its k*k
+    # MATMUL rows: more where every MATMUL streams fewer vectors than the array's depth)
+    array = plan_candidates(layer, config)[0].estimate["cycles"] / (n * oh * ow * cbo)
+    ratio = (BALANCE * array - 1 - per_vector) / (taps + 1 + per_vector)
     if ratio <= 0:
         return 0
-    count = min(cbo - 1, round(cbo * ratio / (1 + ratio)))
-    while count and _band(layer, config, count) == 0:
-        count -= 1
-    return count
+    share = min(cbo * ratio / (1 + ratio), cbo - 0.5)
+    while share > 0 and not _fits(layer, config, share):
+        share = math.ceil(share) - 1
+    return round(share, 3)
+
+
+def _fits(layer: ConvLayer, config: NpuConfig, blocks: float) -> bool:
+    """Whether a share of ``blocks`` fits: its ASRAM region (a band of at least one row)
+    and PSRAM rows, and the array's part in what they leave."""
+    count = math.ceil(blocks)
+    if _band(layer, config, count) == 0 or count * PARAM_ROWS > config.psram_rows - 2 * PARAM_ROWS:
+        return False
+    share = plan_share(dataclasses.replace(layer, vector_blocks=blocks), config)
+    try:
+        plan_candidates(array_part(layer, share, config), reduced_config(config, share))
+    except Unsupported:
+        return False
+    return True
 
 
 def _band(layer: ConvLayer, config: NpuConfig, count: int) -> int:
@@ -134,12 +165,29 @@ def _band(layer: ConvLayer, config: NpuConfig, count: int) -> int:
 
 def plan_share(layer: ConvLayer, config: NpuConfig) -> Share:
     """The share of ``layer`` (``layer.vector_blocks`` > 0) for ``config``."""
-    count = layer.vector_blocks
+    count = math.ceil(layer.vector_blocks)
     cbo = ceil_div(layer.out_shape[3], config.array_cols)
     band = _band(layer, config, count)
     rows, cols = _geometry(layer, band)
     base = config.asram_rows - _region_rows(layer, count, band)
-    return Share(cbo - count, count, band, rows, cols, base, config.psram_rows - count * PARAM_ROWS)
+    return Share(cbo - count, count, band, rows, cols, base, config.psram_rows - count * PARAM_ROWS,
+                 fraction=layer.vector_blocks - math.floor(layer.vector_blocks))
+
+
+def fit_rows(share: Share, layer: ConvLayer, tile_rows: int) -> Share | None:
+    """``share`` with the array's rows of block ``first`` in whole tiles of ``tile_rows``
+    rows: the nearest to the fraction of the block the vector unit was to take (where that
+    is the whole block, the share starts at the next one; None: nothing left to share)."""
+    if not share.fraction:
+        return share
+    oh = layer.out_shape[1]
+    tiles = ceil_div(oh, tile_rows)
+    keep = round((1 - share.fraction) * tiles)
+    if keep < tiles:
+        return dataclasses.replace(share, array_rows=keep * tile_rows)
+    if share.count == 1:
+        return None
+    return dataclasses.replace(share, first=share.first + 1, count=share.count - 1, fraction=0.0)
 
 
 def reduced_config(config: NpuConfig, share: Share) -> NpuConfig:
@@ -149,9 +197,11 @@ def reduced_config(config: NpuConfig, share: Share) -> NpuConfig:
 
 
 def array_part(layer: ConvLayer, share: Share, config: NpuConfig) -> ConvLayer:
-    """``layer`` restricted to the array's blocks ``0 .. share.first - 1`` (same name: it
-    reads the whole layer's constants, whose first blocks are these)."""
-    c = share.first * config.array_cols
+    """``layer`` restricted to the array's blocks: ``0 .. share.first - 1``, and block
+    ``first`` when the vector unit takes only a part of it (the lowering leaves out the
+    tiles below ``array_rows``); same name: it reads the whole layer's constants, whose
+    first blocks are these."""
+    c = min(layer.out_shape[3], (share.first + (1 if share.fraction else 0)) * config.array_cols)
     n, ih, iw, _ = layer.in_shape
     return dataclasses.replace(layer, in_shape=(n, ih, iw, c), out_shape=layer.out_shape[:3] + (c,),
                                weights=layer.weights[:c], bias=layer.bias[:c], multiplier=layer.multiplier[:c],
@@ -163,18 +213,16 @@ def weights_name(layer: ConvLayer) -> str:
 
 
 def share_constants(layer: ConvLayer, config: NpuConfig) -> dict[str, bytes]:
-    """The share's weight rows: per block, per tap ``ky*kw + kx``, one ASRAM row of the
+    """The share's weight rows: per block (every block of the layer, so that a share moved
+    by :func:`fit_rows` finds its own), per tap ``ky*kw + kx``, one ASRAM row of the
     block's channels (zero beyond the layer's)."""
-    share = plan_share(layer, config)
     lanes = config.array_cols
     kh, kw = layer.kernel
     oc = layer.out_shape[3]
-    rows = np.zeros((share.count, kh * kw, lanes), dtype=np.int8)
-    for b in range(share.count):
-        c0 = (share.first + b) * lanes
-        part = layer.weights[c0:min(oc, c0 + lanes), :, :, 0]          # (channels, kh, kw)
-        rows[b, :, :part.shape[0]] = part.reshape(part.shape[0], kh * kw).T
-    return {weights_name(layer): rows.tobytes()}
+    rows = np.zeros((ceil_div(oc, lanes) * lanes, kh * kw), dtype=np.int8)
+    rows[:oc] = layer.weights[:, :, :, 0].reshape(oc, kh * kw)
+    # [block][lane][tap] -> [block][tap][lane]
+    return {weights_name(layer): np.ascontiguousarray(rows.reshape(-1, lanes, kh * kw).transpose(0, 2, 1)).tobytes()}
 
 
 @dataclass
@@ -230,13 +278,14 @@ def share_ops(layer: ConvLayer, share: Share, ext, config: NpuConfig, index: int
     def op(name, **fields) -> Op:
         return new_op(config, index, name, **fields)
 
-    items = [_item([op("DMA_LOAD", sram=Sram.ASRAM, sram_addr=w_base, ext_addr=ext.constants[weights_name(layer)],
+    items = [_item([op("DMA_LOAD", sram=Sram.ASRAM, sram_addr=w_base,
+                       ext_addr=ext.constants[weights_name(layer)] + share.first * taps * bus,
                        len0=share.count * taps, len1=1, len2=1),
                     op("DMA_LOAD", sram=Sram.PSRAM, sram_addr=share.psram_base * wpr,
                        ext_addr=ext.constants[f"{layer.name}.params"] + share.first * PARAM_ROWS * wpr * bus,
                        len0=share.count * PARAM_ROWS * wpr, len1=1, len2=1)])]
     bands = [(n, b, oy0, min(share.band, oh - oy0)) for b in range(share.count) for n in range(n_img)
-             for oy0 in range(0, oh, share.band)]
+             for oy0 in range(share.array_rows if b == 0 else 0, oh, share.band)]
 
     def loads(k: int) -> list[Item]:
         n, b, oy0, rows_out = bands[k]

@@ -12,11 +12,14 @@ costs ``array_rows`` cycles) may not.
 
 So the choice compares the compiler's own figures: the array plan's analytic cycles (the
 tiling search's estimate, compiler/kinds/conv/tiling.py, DMA and instruction fetch
-included) against the vector path's: the padding copy (input and padded words, through
-the bus) and the depthwise, RESCALE and CLAMP layers each loaded, computed and stored in
-turn (compiler/kinds/elementwise/depthwise.py ``serial_cycles``).  Measured against the
-cycle model (tests/test_compiler_depthwise_array.py), the vector unit wins only layers of
-a few output pixels with many taps, where every MATMUL still costs ``array_rows`` cycles.
+included), cut to the array's share where the vector unit takes some of the blocks with
+VDWCONV beside it (compiler/kinds/conv/vector_share.py, balanced to end with the array's),
+against the vector path's: the padding copy (input and padded words, through the bus) and
+the depthwise, RESCALE and CLAMP layers each loaded, computed and stored in turn
+(compiler/kinds/elementwise/depthwise.py ``serial_cycles``).  Measured against the cycle
+model (tests/test_compiler_depthwise_array.py), the vector path used to win layers of a
+few output pixels with many taps, where every MATMUL still costs ``array_rows`` cycles;
+with the VDWCONV share the array's side wins those too.
 
 Forms the fused path does not take stay where they ran before: int16 inputs (int48
 accumulators) and channel multipliers ``M > 1`` whose int32 result is read by something
@@ -35,6 +38,7 @@ from tosa_ir.errors import Unsupported
 from compiler.core.ir import ConvLayer
 from compiler.kinds.conv.fusion import conv_chain, conv_layer
 from compiler.kinds.conv.tiling import plan_candidates
+from compiler.kinds.conv.vector_share import vector_blocks
 from compiler.kinds.elementwise.depthwise import depthwise_layer, serial_cycles
 from compiler.kinds.elementwise.layer import elementwise_layer
 
@@ -47,7 +51,8 @@ _KEY = "depthwise"
 @dataclass
 class Choice:
     """``unit``: "array" (fused, ``chain`` and ``layer`` set), "vector" or "mxu_conv";
-    ``array_cycles`` / ``vector_cycles``: the figures compared (None where not computed)."""
+    ``array_cycles`` / ``vector_cycles``: the figures compared (None where not computed);
+    ``layer.vector_blocks``: the array's blocks the vector unit takes (VDWCONV)."""
 
     unit: str
     chain: list | None = None
@@ -80,6 +85,11 @@ def _choose(walk, op: Operator) -> Choice:
         return Choice(fallback)
     if m > 1:
         return Choice("array", chain, layer, array)
+    # The vector unit's share of the array's blocks (compiler/kinds/conv/vector_share.py) is
+    # balanced to end with the array's part: the array's time falls with its blocks.
+    blocks = -(-layer.out_shape[3] // walk.config.array_cols)
+    layer.vector_blocks = vector_blocks(layer, walk.config)
+    array = round(array * (blocks - layer.vector_blocks) / blocks)
     try:
         vector = vector_cycles(walk, op, chain)
     except Unsupported:

@@ -7,7 +7,6 @@ from __future__ import annotations
 from tosa_ir import Operator
 
 from compiler.core.kind import Kind
-from compiler.kinds.conv.vector_share import vector_blocks
 from compiler.kinds.depthwise.choice import choose
 from compiler.kinds.depthwise.vector import vector_depthwise
 from compiler.kinds.mxu_conv.layer import mxu_conv
@@ -18,7 +17,6 @@ def select_depthwise(walk, op: Operator) -> None:
     if choice.unit == "array" and not walk.is_rows(op.inputs[0]):
         layer = choice.layer
         layer.name = walk.new_name("dw")
-        layer.vector_blocks = vector_blocks(layer, walk.config)    # VDWCONV beside the array
         walk.add_conv(op, choice.chain, layer)
     elif choice.unit == "mxu_conv":
         mxu_conv(walk, op)
