@@ -110,3 +110,22 @@ def test_random_depthwise_shares(seed, monkeypatch):
             (lo, int(rng.integers(lo, 128))), share)
     _, _, comp = _compile_share(monkeypatch, case)
     assert "VDWCONV" in [i.name for i in comp.program.instructions] or comp.plans[0].share is None, case
+
+
+@pytest.mark.rtl
+@pytest.mark.parametrize("config", [DEFAULT_CONFIG, SMALL_CONFIG], ids=["default", "small"])
+def test_depthwise_share_on_the_rtl(config, monkeypatch):
+    """The share on the RTL (Verilator): a part of one block on each unit, the reference
+    interpreter's outputs and the ISA simulator's cycle count."""
+    from npu import backends
+    from sim.isa.sim import IsaSim
+
+    case = (1, (30, 23), 3 * config.array_cols - 3, (3, 3), (1, 1), (1, 1), (1, 1, 1, 1), -7, (-100, 127), 1.5)
+    graph, inputs, comp = _compile_share(monkeypatch, case, config)
+    assert comp.plans[0].share is not None and comp.plans[0].share.fraction
+    from sim.reference import run_graph
+
+    got, stats = backends.run(backends.Model("depthwise", program=comp.program), inputs, "rtl", config)
+    for name, want in run_graph(graph, inputs).items():
+        np.testing.assert_array_equal(got[name], want, err_msg=name)
+    assert stats["cycles"] == IsaSim(config).run(comp.program, comp.program.memory_image(inputs)).cycles
