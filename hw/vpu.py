@@ -301,11 +301,12 @@ class Vpu(wiring.Component):
             # LOGICAL_LEFT_SHIFT is a * (1 << k): the low 32 bits of the product, shifted by 0 in S2a
             power = named(m, Cat(b[:5] == k for k in range(32)), f"lsl_power{n}")   # one-hot decode
             y = Mux(y_is_b, Mux(lsl, power.as_signed(), b[:32].as_signed()), Mux(c.scale32, mul[n], m16))
-            product = lane_product(m, wide, Mux(wide, pre[:48].as_signed(), x), Mux(wide, m16, y), f"product{n}")
+            product, p0 = lane_product(m, wide, Mux(wide, pre[:48].as_signed(), x), Mux(wide, m16, y),
+                                       f"product{n}", small=y_is_b & c.dw)
             # SUM adds value - in_zp (v32), VDWCONV (value - in_zp) * weight onto its bias
             acc0 = named(m, Mux(e_first, Mux(pool_max, a32, Mux(c.dw, bias[n], 0)), pool[n]), f"pool_in{n}",
                          signed(32))
-            addend = Mux(c.dw, product[:32].as_signed(), v32)
+            addend = Mux(c.dw, p0[:32].as_signed(), v32)     # (17 x 17 signed: the element's product)
             reduced = named(m, Mux(pool_max, Mux(a32 > acc0, a32, acc0), (acc0 + addend)[:32]),
                             f"reduced{n}", signed(32))
             with m.If(elem_done & c.is_pool):

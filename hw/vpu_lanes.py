@@ -61,7 +61,7 @@ def decode_lanes(m, c, k: str, buf: list, port_n, acc_data, psram_data, lanes: i
             for n, value in enumerate(decoded)]
 
 
-def lane_product(m, wide, x, y, name: str) -> Signal:
+def lane_product(m, wide, x, y, name: str, small=None) -> tuple:
     """The lane's one multiplier (signed, 64 bits): ``x[:48] * y[:16]`` when ``wide`` (VRESCALE
     with a 16-bit multiplier: an INT48 input times a 16-bit scale), else ``x[:32] * y[:32]``
     (ACT, VRESCALE with scale32, VALU's MUL); ``x`` and ``y`` are signed.
@@ -77,18 +77,27 @@ def lane_product(m, wide, x, y, name: str) -> Signal:
     adder tree: three DSP blocks and a 64-bit mux fewer per lane, for two 17-bit operand muxes
     in front of the multipliers.  For ``wide``, ``y`` is the 16-bit scale: ``y0`` is then the
     signed chunk and ``y1`` is not used.
+
+    Returns ``(product, p0)``.  With ``small`` (VDWCONV's elements: an input minus its zero
+    point times a weight, both within 17 signed bits) the first partial product ``p0`` takes
+    the chunks' 17th bits as signs and is that product exactly: the window sum adds ``p0``,
+    so the adder tree keeps one reader (X1), where the router of the whole 4x4 NPU on the
+    ECP5 stalls (docs/fpga.md: 295 overused wires with the sum reading the adder tree, 1
+    with it reading ``p0``, same seed).
     """
     x48 = Mux(wide, x[:48].as_signed(), x[:32].as_signed())     # x sign-extended either way
     y32 = Mux(wide, y[:16].as_signed(), y[:32].as_signed())
-    x0 = Cat(x48[:16], Const(0, 1)).as_signed()
+    small = Const(0, 1) if small is None else small
+    x0 = named(m, Cat(x48[:16], Mux(small, x48[16], 0)).as_signed(), f"{name}_x0", signed(17))
     x1 = named(m, Cat(x48[16:32], Mux(wide, 0, x48[31])).as_signed(), f"{name}_x1", signed(17))
-    y0 = named(m, Cat(y32[:16], Mux(wide, y32[15], 0)).as_signed(), f"{name}_y0", signed(17))
+    y0 = named(m, Cat(y32[:16], Mux(wide, y32[15], Mux(small, y32[16], 0))).as_signed(), f"{name}_y0",
+               signed(17))
     y1 = y32[16:32].as_signed()
     p0 = named(m, x0 * y0, f"{name}_p0", signed(34))
     p1 = named(m, x1 * y0, f"{name}_p1", signed(34))
     p2 = named(m, Mux(wide, x48[32:48].as_signed(), x1) * Mux(wide, y0, y1), f"{name}_p2", signed(34))
     p3 = named(m, x0 * Mux(wide, 0, y1), f"{name}_p3", signed(34))
-    return named(m, (p0 + ((p1 + p3) << 16) + (p2 << 32))[:64], name, signed(64))
+    return named(m, (p0 + ((p1 + p3) << 16) + (p2 << 32))[:64], name, signed(64)), p0
 
 
 def clz32(m, value, name: str) -> object:

@@ -31,7 +31,7 @@ def _cases(rng) -> list[tuple[bool, int, int]]:
 def test_lane_product_is_exact():
     m = Module()
     x, y, wide = Signal(signed(48)), Signal(signed(32)), Signal()
-    out = lane_product(m, wide, x, y, "p")
+    out, _ = lane_product(m, wide, x, y, "p")
     cases = _cases(np.random.default_rng(1))
     got = []
 
@@ -54,7 +54,7 @@ def test_lane_product_ignores_unused_bits():
     with other values: the INT48 input's high bits, the 32-bit scale's)."""
     m = Module()
     x, y, wide = Signal(signed(48)), Signal(signed(32)), Signal()
-    out = lane_product(m, wide, x, y, "p")
+    out, _ = lane_product(m, wide, x, y, "p")
     rng = np.random.default_rng(2)
     cases = []
     for _ in range(300):
@@ -78,3 +78,28 @@ def test_lane_product_ignores_unused_bits():
     sim.run()
     bad = [(c, g) for c, g in zip(cases, got) if g != c[3]]
     assert not bad, f"{len(bad)} of {len(cases)} wrong, first: {bad[0]}"
+
+
+def test_lane_product_small_partial_product():
+    """``small`` (VDWCONV's elements): the first partial product is the exact product of
+    x's and y's low 17 bits as signed numbers (an input minus its zero point times a weight),
+    whatever the other bits hold."""
+    m = Module()
+    x, y, wide = Signal(signed(48)), Signal(signed(32)), Signal()
+    _, p0 = lane_product(m, wide, x, y, "p", small=Signal(init=1))
+    rng = np.random.default_rng(3)
+    cases = [(int(a), int(b)) for a, b in zip(rng.integers(-(1 << 16), 1 << 16, 400),
+                                              rng.integers(-(1 << 16), 1 << 16, 400))]
+    cases += [(-(1 << 16), -(1 << 16)), ((1 << 16) - 1, -(1 << 16)), (-255, 127), (255, -128)]
+    got = []
+
+    async def bench(ctx):
+        for a, b in cases:
+            ctx.set(x, a)
+            ctx.set(y, b)
+            got.append(ctx.get(p0))
+
+    sim = Simulator(m)
+    sim.add_testbench(bench)
+    sim.run()
+    assert got == [a * b for a, b in cases]
