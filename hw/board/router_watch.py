@@ -23,21 +23,23 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["ITERATION", "NEAR", "Plateau", "run_watched"]
+__all__ = ["FEW", "ITERATION", "NEAR", "Plateau", "run_watched"]
 
 ITERATION = re.compile(r"iter=(\d+)\s+wires=\d+\s+overused=(\d+)")
 
 
 NEAR = 100      # below this many overused wires the router is in its end game: twice the patience
+FEW = 10        # below this many, six times the patience (the last wire can take 60 iterations)
 
 
 @dataclass
 class Plateau:
     """Router2's progress: the lowest overused-wire count so far and the iteration it came at.
     ``update`` says whether ``patience`` iterations have passed since that low (a stall), or
-    twice that once the low is under :data:`NEAR`: the last few wires come slowly (the run
-    that routed went from 2 to 1 overused wires in 10 iterations, then to 0 in 3), while a
-    plateau sits in the hundreds or thousands."""
+    twice that once the low is under :data:`NEAR` and six times under :data:`FEW`: the last
+    few wires come slowly (one run that routed went from 2 to 1 overused wires in 10
+    iterations, then to 0 in 3; the NPU with VDWCONV sat at 1 or 2 from iteration 47 to 105
+    and routed at 106), while a plateau sits in the hundreds or thousands."""
     patience: int
     best: int | None = None
     best_iteration: int = 0
@@ -47,7 +49,7 @@ class Plateau:
         self.iteration = iteration
         if self.best is None or overused < self.best:
             self.best, self.best_iteration = overused, iteration
-        limit = self.patience * (2 if self.best < NEAR else 1)
+        limit = self.patience * (6 if self.best < FEW else 2 if self.best < NEAR else 1)
         return self.best > 0 and iteration - self.best_iteration >= limit
 
     def why(self) -> str:
