@@ -48,6 +48,7 @@ import numpy as np
 
 from isa.config import NpuConfig
 from isa.instructions import BY_NAME, Sram, Unit, VecMem
+from isa.ports import written
 from tosa_ir.errors import Unsupported
 
 from compiler.core.dma import Window, fill_name, load_window
@@ -113,10 +114,11 @@ def _eligible(layer: ConvLayer) -> bool:
             and layer.in_shape[3] == layer.out_shape[3])
 
 
-def vector_blocks(layer: ConvLayer, config: NpuConfig) -> float:
+def vector_blocks(layer: ConvLayer, config: NpuConfig, array_cycles: int) -> float:
     """How many of the layer's output-channel blocks to give the vector unit (module
-    docstring: the balance), 0 where the layer cannot share or gains nothing.  A fraction
-    is a part of one more block: its last output rows (:func:`fit_rows`)."""
+    docstring: the balance), 0 where the layer cannot share or gains nothing; ``array_cycles``:
+    the estimate of the layer's best array plan alone.  A fraction is a part of one more
+    block: its last output rows (:func:`fit_rows`)."""
     cbo = ceil_div(layer.out_shape[3], config.array_cols)
     if not _eligible(layer):
         return 0
@@ -130,7 +132,7 @@ def vector_blocks(layer: ConvLayer, config: NpuConfig) -> float:
     per_vector = rows * cols / (band * ow)          # I: input rows per output vector
     # The array's cycles per output vector, from its plan's estimate (at least its k*k
     # MATMUL rows: more where every MATMUL streams fewer vectors than the array's depth)
-    array = plan_candidates(layer, config)[0].estimate["cycles"] / (n * oh * ow * cbo)
+    array = array_cycles / (n * oh * ow * cbo)
     ratio = (BALANCE * array - 1 - per_vector) / (taps + 1 + per_vector)
     if ratio <= 0:
         return 0
@@ -240,9 +242,7 @@ class Item:
 
 def _costs(op: Op) -> tuple[int, int, int]:
     """(ASRAM write port, DMA, vector unit) cycles of one instruction."""
-    name = op.instr.name
-    writes_asram = any(mem == "ASRAM" for mem, _, _ in op.writes)
-    port = op.busy if writes_asram and name != "MATMUL" else 0
+    port = op.busy if "ASRAM" in written(op.instr.name, op.instr.values) else 0
     dma = op.busy if op.unit is Unit.DMA else 0
     vpu = op.busy if op.unit is Unit.VPU else 0
     return port, dma, vpu
@@ -292,7 +292,7 @@ def share_ops(layer: ConvLayer, share: Share, ext, config: NpuConfig, index: int
     def loads(k: int) -> list[Item]:
         n, b, oy0, rows_out = bands[k]
         ob = share.first + b
-        rows = (rows_out - 1) * sy + (kh - 1) * dy + 1
+        rows, _ = _geometry(layer, rows_out)
         slot = in_base + (k % 2) * share.in_rows * share.in_cols
         out = []
         for r0 in range(0, rows, load_rows):

@@ -36,6 +36,7 @@ from tosa_ir import Operator
 from tosa_ir.errors import Unsupported
 
 from compiler.core.ir import ConvLayer
+from compiler.core.views import ceil_div
 from compiler.kinds.conv.fusion import conv_chain, conv_layer
 from compiler.kinds.conv.tiling import plan_candidates
 from compiler.kinds.conv.vector_share import vector_blocks
@@ -87,8 +88,8 @@ def _choose(walk, op: Operator) -> Choice:
         return Choice("array", chain, layer, array)
     # The vector unit's share of the array's blocks (compiler/kinds/conv/vector_share.py) is
     # balanced to end with the array's part: the array's time falls with its blocks.
-    blocks = -(-layer.out_shape[3] // walk.config.array_cols)
-    layer.vector_blocks = vector_blocks(layer, walk.config)
+    blocks = ceil_div(layer.out_shape[3], walk.config.array_cols)
+    layer.vector_blocks = vector_blocks(layer, walk.config, array)
     array = round(array * (blocks - layer.vector_blocks) / blocks)
     try:
         vector = vector_cycles(walk, op, chain)
