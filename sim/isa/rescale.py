@@ -61,3 +61,15 @@ def rescale(value: np.ndarray, mul: np.ndarray, shift: np.ndarray, scale32: bool
     if outside.any():
         wide = np.where(outside, _outside_spec_shifts(value, mul, shift, double_round), wide)
     return wide.astype(np.int32)      # int32(): two's complement truncation
+
+
+def act_output(value: np.ndarray, mul: np.ndarray, shift: np.ndarray, v: dict) -> np.ndarray:
+    """ACT's output stage (its doc, from ``v = int32(acc + bias)`` on), which VDWCONV ends
+    with too: the scaling of ``value`` (rows, lanes) by the parameter rows ``mul`` and
+    ``shift`` (16-bit multipliers: their low half), plus ``out_zp``, clamped to
+    ``[clamp_min, clamp_max]`` (int64; the caller narrows to int8).  ``v``: the instruction's
+    fields (scale32, double_round, out_zp, clamp_min, clamp_max)."""
+    scale32 = bool(v["scale32"])
+    mul = mul.astype(np.int32) if scale32 else mul.astype(np.int16)
+    s = rescale(value, mul, shift & 63, scale32, bool(v["double_round"]))
+    return np.minimum(np.maximum(s.astype(np.int64) + v["out_zp"], v["clamp_min"]), v["clamp_max"])

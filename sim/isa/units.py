@@ -32,7 +32,7 @@ from isa.config import NpuConfig
 from isa.instructions import TSRAM_BYTES, ErrorCode, MatmulWType, Sram, Unit
 
 from sim.isa import dma as isa_dma
-from sim.isa.rescale import rescale
+from sim.isa.rescale import act_output
 
 
 class Trap(Exception):
@@ -281,10 +281,7 @@ def exec_act(state: NpuState, v: dict) -> Footprint:
         return fp
     bias, mul, shift = state.psram[param:param + 3].astype(np.int64)
     value = (state.acc[acc_addr:acc_addr + count] + bias).astype(np.int32)     # wrapping
-    scale32 = bool(v["scale32"])
-    mul = mul.astype(np.int32) if scale32 else mul.astype(np.int16)            # low half for 16-bit
-    s = rescale(value, mul, shift & 63, scale32, bool(v["double_round"]))
-    out = np.minimum(np.maximum(s.astype(np.int64) + v["out_zp"], v["clamp_min"]), v["clamp_max"])
+    out = act_output(value, mul, shift, v)
     state.asram[dst:dst + count] = out.astype(np.int8).view(np.uint8)          # int8() wraps
     return fp
 

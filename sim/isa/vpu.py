@@ -16,7 +16,7 @@ from isa.instructions import VecType, ErrorCode, PoolMode, Unit, ValuOp, VecMem
 from isa.vector import (PARAM_ROWS, TOSA_NAME, UNSIGNED, VALU_SIGS, WINDOWED, Operand, dtype_range, legal,
                         operands, vector_rows)
 from sim import tosa_helpers as th
-from sim.isa.rescale import rescale
+from sim.isa.rescale import act_output, rescale
 from sim.isa.units import ACC, ASRAM, PSRAM, Footprint, NpuState, Trap
 
 MEM_NAMES = {VecMem.ASRAM: ASRAM, VecMem.ACC: ACC, VecMem.PSRAM: PSRAM}
@@ -348,11 +348,7 @@ def _exec_vdwconv(state: NpuState, v: dict) -> Footprint:
     # int32(v + (x - in_zp) * w) at every step is the exact sum wrapped once: exact in int64
     # (at most 255*255 products of |x - in_zp| * |w| <= 256 * 128 and the bias).
     value = (bias + ((x - v["in_zp"]) * w).sum(axis=1)).astype(np.int32)      # wrapping, as ACT's
-    scale32 = bool(v["scale32"])
-    mul = mul.astype(np.int32) if scale32 else mul.astype(np.int16)            # low half for 16-bit
-    s = rescale(value, mul, shift & 63, scale32, bool(v["double_round"]))
-    y = np.minimum(np.maximum(s.astype(np.int64) + v["out_zp"], v["clamp_min"]), v["clamp_max"])
-    _write_result(state, out, v, y)
+    _write_result(state, out, v, act_output(value, mul, shift, v))
     return fp
 
 
