@@ -27,18 +27,25 @@ port (docs/hardware.md).  Two units touching the same row in the same cycle is a
 hazard the wait masks must prevent.  The VPU reads one row per cycle on each of its operand
 ports a, b, c.
 
+The vector and TABLE units, with their read ports, run in a clock domain of their own,
+``vector`` (hw/clock_gate.py): in simulation builds (``gate_idle_units=True``, what the Verilator
+harness builds) its clock stops while both are idle and no BRANCH reads a condition, so
+Verilator does not evaluate their logic in the cycles in which only the DMA and the MXU work;
+synthesis builds it ungated, with the ``sync`` clock.
+
 External interfaces: ``csr`` (hw/interfaces.CsrBusSignature, register map in hw/csr.py),
 ``bus`` (hw/interfaces.ExtBusSignature: the DMA, and the sequencer's instruction fetch in
 the cycles in which the DMA is idle), ``irq`` and ``stopped`` (STATUS.DONE | STATUS.ERROR).
 """
 from __future__ import annotations
 
-from amaranth import Cat, Module, Mux, Signal
+from amaranth import Cat, DomainRenamer, Module, Mux, Signal
 from amaranth.lib import memory, wiring
 from amaranth.lib.wiring import In, Out
 
 from isa.config import NpuConfig
 from isa.instructions import BY_NAME, INSTR_BITS, OPCODE_BITS
+from hw.clock_gate import add_unit_domain
 from hw.csr import ADDR_WIDTH, CsrBlock
 from hw.dma import Dma
 from hw.interfaces import CsrBusSignature, ExtBusSignature
@@ -50,8 +57,12 @@ from hw.vpu import Vpu
 
 
 class Npu(wiring.Component):
-    def __init__(self, config: NpuConfig):
+    """The NPU for ``config``; ``gate_idle_units``: stop the vector domain's clock while it is
+    idle (simulation builds; hw/clock_gate.py)."""
+
+    def __init__(self, config: NpuConfig, *, gate_idle_units: bool = False):
         self.config = config
+        self.gate_idle_units = gate_idle_units
         super().__init__({
             "csr": In(CsrBusSignature(ADDR_WIDTH)),
             "bus": Out(ExtBusSignature(config)),
@@ -76,8 +87,13 @@ class Npu(wiring.Component):
         m.submodules.seq = seq = Sequencer(cfg)
         m.submodules.dma = dma = Dma(cfg)
         m.submodules.mxu = mxu = Mxu(cfg)
-        m.submodules.vpu = vpu = Vpu(cfg)
-        m.submodules.table = table = Table(cfg)
+        # the vector domain: VPU, TABLE and the read ports they use (hw/clock_gate.py)
+        vpu, table = Vpu(cfg), Table(cfg)
+        m.submodules.vpu = DomainRenamer("vector")(vpu)
+        m.submodules.table = DomainRenamer("vector")(table)
+        vector_reads = seq.cond_asram.en | seq.cond_acc.en
+        add_unit_domain(m, "vector", vpu.ctl.busy | table.ctl.busy | seq.vpu.start | vector_reads,
+                        gate=self.gate_idle_units)
 
         imem_w = imem.write_port()
         wiring.connect(m, seq.imem_w, imem_w)
@@ -112,7 +128,7 @@ class Npu(wiring.Component):
         wiring.connect(m, mxu.acc_r, acc.read_port(transparent_for=(acc_w,)))
 
         def shared_read_port(memory_, readers):
-            port = memory_.read_port()
+            port = memory_.read_port(domain="vector")
             m.d.comb += port.en.eq(Cat(r.en for r in readers).any())
             addr = readers[-1].addr
             for r in reversed(readers[:-1]):
@@ -124,9 +140,9 @@ class Npu(wiring.Component):
             first, *rest = vpu.read_ports(name)
             shared_read_port(memory_, [getattr(seq, f"cond_{name}"), getattr(table, f"{name}_r"), first])
             for port in rest:
-                wiring.connect(m, port, memory_.read_port())
+                wiring.connect(m, port, memory_.read_port(domain="vector"))
         for port in vpu.read_ports("psram"):
-            wiring.connect(m, port, psram.read_port())
+            wiring.connect(m, port, psram.read_port(domain="vector"))
 
         wiring.connect(m, seq.dma, dma.ctl)
         wiring.connect(m, seq.mxu, mxu.ctl)

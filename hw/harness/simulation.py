@@ -132,7 +132,9 @@ def generate_verilog(config: NpuConfig) -> str:
     from hw.top import Npu
 
     # emit_src=False: otherwise every Python edit changes the text and forces a rebuild.
-    return verilog.convert(Npu(config), name="npu", emit_src=False)
+    # gate_idle_units: the vector and TABLE units' clock stops while they are idle, so the
+    # model skips their logic then (hw/clock_gate.py); the same registers and cycles.
+    return verilog.convert(Npu(config, gate_idle_units=True), name="npu", emit_src=False)
 
 
 def _parameters(config: NpuConfig) -> dict[str, int]:

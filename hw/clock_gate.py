@@ -1,0 +1,63 @@
+"""A clock domain for units that are idle most of the time, gated in simulation builds.
+
+Why.  Verilator evaluates a clock domain's logic at every edge of its clock, whether its
+inputs changed or not: in a MATMUL-bound program the idle vector and TABLE units were about
+half of the 16x16 model's evaluation time (PERFORMANCE.md, "RTL simulation speed"), and
+register enables did not help, because the values feeding the registers are computed
+unconditionally.  Logic clocked by a gated clock is evaluated only at that clock's edges, so
+a unit in a domain of its own that the gate closes while the unit is idle costs nothing.
+
+How.  ``add_unit_domain`` adds a domain whose clock is the ``sync`` clock AND a gate
+register loaded on the falling edge (the latch of a clock-gating cell: the AND's other input
+changes only while the clock is low, so the gated clock never glitches).  Its reset is
+``sync``'s.  The gate is open in a cycle iff ``enable`` (formed, like any register's next
+state, from the cycle's registers and inputs) is high in it, or the reset is.
+
+Why the result is the same design.  A register of a gated domain misses an edge only while
+the gate is closed; that is exact if every register of the domain would keep its value at
+such an edge anyway.  The caller's ``enable`` is that the unit is busy or started, or one of
+its read ports reads; after it falls the gate stays open ``DRAIN_CYCLES`` more cycles, so
+that the registers that follow others unconditionally (pipeline valids, registered command
+decodes, S2a's Y after X1: chains of at most four registers in hw/vpu.py and hw/table.py)
+settle on values that no longer change.  From then on every register of the domain holds
+(its next state depends only on registers that hold and on inputs it ignores while idle:
+the command word counts only with ``start``), so closing the gate changes nothing.  The
+lockstep tests (cocotb_tests/) check that claim on the gated build against the ISA simulator,
+and the board top (hw/board/), built ungated for synthesis, runs the same programs bit-exactly
+under Verilator.
+
+Synthesis builds it ungated (``gate=False``): the domain's clock is the ``sync`` clock
+itself; FPGA fabric logic should not be clocked by a gated clock, and on an ASIC a
+synthesis tool inserts its own clock-gating cells from register enables.
+"""
+from __future__ import annotations
+
+from amaranth import ClockDomain, ClockSignal, Module, ResetSignal, Signal
+
+__all__ = ["DRAIN_CYCLES", "add_unit_domain"]
+
+# cycles the gate stays open after ``enable`` falls: more than the longest chain of
+# unconditionally updated registers in a gated unit (four), with margin
+DRAIN_CYCLES = 8
+
+
+def add_unit_domain(m: Module, name: str, enable, *, gate: bool) -> None:
+    """Add clock domain ``name`` to ``m``: ``sync``'s clock (gated by ``enable`` when
+    ``gate``) and ``sync``'s reset."""
+    cd = ClockDomain(name, local=True)
+    m.domains += cd
+    m.d.comb += cd.rst.eq(ResetSignal("sync"))
+    if not gate:
+        m.d.comb += cd.clk.eq(ClockSignal("sync"))
+        return
+    drain = Signal(range(DRAIN_CYCLES + 1), name=f"{name}_drain")
+    with m.If(enable):
+        m.d.sync += drain.eq(DRAIN_CYCLES)
+    with m.Elif(drain != 0):
+        m.d.sync += drain.eq(drain - 1)
+    gate_cd = ClockDomain(f"{name}_gate", clk_edge="neg", local=True, reset_less=True)
+    m.domains += gate_cd
+    is_open = Signal(init=1, name=f"{name}_open")
+    m.d.comb += gate_cd.clk.eq(ClockSignal("sync"))
+    m.d[gate_cd.name] += is_open.eq(enable | (drain != 0) | ResetSignal("sync"))
+    m.d.comb += cd.clk.eq(ClockSignal("sync") & is_open)
