@@ -124,6 +124,10 @@ class Sequencer(wiring.Component):
             "mxu": Out(UnitCtlSignature(mxu_cmd_layout())),
             "mxu_pending": In(PENDING_BITS),      # unfinished MATMULs (ACT's mxu_lag)
             "vpu": Out(UnitCtlSignature(vpu_cmd_layout())),
+            # a vector instruction (VPU or TABLE) enters IR this cycle, with this word: the
+            # vector units keep their own copy of IR in their clock domain (hw/top.py)
+            "vpu_ir_load": Out(1),
+            "vpu_ir_next": Out(INSTR_BITS),
         })
 
     def elaborate(self, platform):
@@ -322,6 +326,9 @@ class Sequencer(wiring.Component):
         for f in self.mxu.cmd.shape().members:
             m.d.comb += self.mxu.cmd[f].eq(view[f])
         m.d.comb += self.vpu.cmd.word.eq(ir_word)
+        next_op = checker.word_eff[:OPCODE_BITS]
+        vector_next = Cat(next_op == opcode(d.name) for d in BY_NAME.values() if d.unit is Unit.VPU).any()
+        m.d.comb += [self.vpu_ir_load.eq(load_ir & vector_next), self.vpu_ir_next.eq(checker.word_eff)]
 
         with m.FSM():
             with m.State("IDLE"):

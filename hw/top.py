@@ -92,8 +92,14 @@ class Npu(wiring.Component):
         m.submodules.vpu = DomainRenamer("vector")(vpu)
         m.submodules.table = DomainRenamer("vector")(table)
         vector_reads = seq.cond_asram.en | seq.cond_acc.en
-        add_unit_domain(m, "vector", vpu.ctl.busy | table.ctl.busy | seq.vpu.start | vector_reads,
-                        gate=self.gate_idle_units)
+        add_unit_domain(m, "vector", vpu.ctl.busy | table.ctl.busy | seq.vpu.start | vector_reads
+                        | seq.vpu_ir_load, gate=self.gate_idle_units)
+        # The vector units' copy of IR, loaded with every vector instruction that enters IR: it
+        # equals IR whenever IR holds one (the only time the units look at it), and their
+        # command decode, comb from it, is then logic of their domain (IR changes every cycle)
+        vector_ir = Signal(INSTR_BITS)
+        with m.If(seq.vpu_ir_load):
+            m.d.vector += vector_ir.eq(seq.vpu_ir_next)
 
         imem_w = imem.write_port()
         wiring.connect(m, seq.imem_w, imem_w)
@@ -149,9 +155,9 @@ class Npu(wiring.Component):
         m.d.comb += seq.mxu_pending.eq(mxu.pending)
         # TABLE shares the vector unit's sequencer port: one VPU in the wait mask and the
         # busy counters, ready when both are (each is ready only when idle).
-        is_table = seq.vpu.cmd.word[:OPCODE_BITS] == BY_NAME["TABLE"].opcode
+        is_table = vector_ir[:OPCODE_BITS] == BY_NAME["TABLE"].opcode
         m.d.comb += [
-            vpu.ctl.cmd.eq(seq.vpu.cmd), table.ctl.cmd.eq(seq.vpu.cmd),
+            vpu.ctl.cmd.word.eq(vector_ir), table.ctl.cmd.word.eq(vector_ir),
             vpu.ctl.start.eq(seq.vpu.start & ~is_table), table.ctl.start.eq(seq.vpu.start & is_table),
             seq.vpu.ready.eq(vpu.ctl.ready & table.ctl.ready), seq.vpu.busy.eq(vpu.ctl.busy | table.ctl.busy),
         ]
