@@ -10,7 +10,8 @@ a unit in a domain of its own that the gate closes while the unit is idle costs 
 How.  ``add_unit_domain`` adds a domain whose clock is the ``sync`` clock AND a gate
 register loaded on the falling edge (the latch of a clock-gating cell: the AND's other input
 changes only while the clock is low, so the gated clock never glitches).  Its reset is
-``sync``'s.  The gate is open in a cycle iff ``enable`` (formed, like any register's next
+``sync``'s, one register later (on the domain's own clock: a reset from another domain
+would put every register's next-state logic back under that domain's trigger).  The gate is open in a cycle iff ``enable`` (formed, like any register's next
 state, from the cycle's registers and inputs) is high in it, or the reset is.
 
 Why the result is the same design.  A register of a gated domain misses an edge only while
@@ -43,10 +44,17 @@ DRAIN_CYCLES = 8
 
 def add_unit_domain(m: Module, name: str, enable, *, gate: bool) -> None:
     """Add clock domain ``name`` to ``m``: ``sync``'s clock (gated by ``enable`` when
-    ``gate``) and ``sync``'s reset."""
+    ``gate``) and ``sync``'s reset, registered on the domain's clock."""
     cd = ClockDomain(name, local=True)
-    m.domains += cd
-    m.d.comb += cd.rst.eq(ResetSignal("sync"))
+    # The reset through a register of the domain's own clock: every register's next-state
+    # logic contains the reset term, and with ``sync``'s reset there Verilator would evaluate
+    # all of it at every ``sync`` edge.  The domain leaves reset one cycle after ``sync``,
+    # before the sequencer can have started anything (a CSR write comes first).
+    rst_cd = ClockDomain(f"{name}_rst", local=True, reset_less=True)
+    m.domains += [cd, rst_cd]
+    rst = Signal(init=1, name=f"{name}_rst_q")
+    m.d[rst_cd.name] += rst.eq(ResetSignal("sync"))
+    m.d.comb += [cd.rst.eq(rst), rst_cd.clk.eq(cd.clk)]
     if not gate:
         m.d.comb += cd.clk.eq(ClockSignal("sync"))
         return
@@ -59,5 +67,6 @@ def add_unit_domain(m: Module, name: str, enable, *, gate: bool) -> None:
     m.domains += gate_cd
     is_open = Signal(init=1, name=f"{name}_open")
     m.d.comb += gate_cd.clk.eq(ClockSignal("sync"))
-    m.d[gate_cd.name] += is_open.eq(enable | (drain != 0) | ResetSignal("sync"))
+    # open while either reset is high, so that the domain's reset register follows ``sync``'s
+    m.d[gate_cd.name] += is_open.eq(enable | (drain != 0) | ResetSignal("sync") | rst)
     m.d.comb += cd.clk.eq(ClockSignal("sync") & is_open)
