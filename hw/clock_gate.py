@@ -35,11 +35,34 @@ from __future__ import annotations
 
 from amaranth import ClockDomain, ClockSignal, Module, ResetSignal, Signal
 
-__all__ = ["DRAIN_CYCLES", "add_unit_domain"]
+__all__ = ["DRAIN_CYCLES", "add_load_domain", "add_unit_domain", "gated_clock"]
 
 # cycles the gate stays open after ``enable`` falls: more than the longest chain of
 # unconditionally updated registers in a gated unit (four), with margin
 DRAIN_CYCLES = 8
+
+
+def gated_clock(m: Module, name: str, is_open) -> Signal:
+    """``sync``'s clock, passed in the cycles in which ``is_open`` is high: the AND of the clock
+    with a register of ``is_open`` loaded on the falling edge (a clock-gating cell's latch)."""
+    gate_cd = ClockDomain(f"{name}_gate", clk_edge="neg", local=True, reset_less=True)
+    m.domains += gate_cd
+    m.d.comb += gate_cd.clk.eq(ClockSignal("sync"))
+    gate = Signal(init=1, name=f"{name}_open")
+    m.d[gate_cd.name] += gate.eq(is_open)
+    clk = Signal(name=f"{name}_gated_clk")
+    m.d.comb += clk.eq(ClockSignal("sync") & gate)
+    return clk
+
+
+def add_load_domain(m: Module, name: str, load) -> None:
+    """Add reset-less clock domain ``name`` to ``m``, clocked by ``sync``'s clock at the edges that
+    end a cycle in which ``load`` is high: a register assigned unconditionally in it is one of
+    ``sync`` that loads only when ``load`` (simulation builds: a bank of registers that rarely
+    loads, such as the MXU's weights, then costs Verilator nothing in the other cycles)."""
+    cd = ClockDomain(name, local=True, reset_less=True)
+    m.domains += cd
+    m.d.comb += cd.clk.eq(gated_clock(m, name, load))
 
 
 def add_unit_domain(m: Module, name: str, enable, *, gate: bool) -> None:
@@ -63,10 +86,5 @@ def add_unit_domain(m: Module, name: str, enable, *, gate: bool) -> None:
         m.d.sync += drain.eq(DRAIN_CYCLES)
     with m.Elif(drain != 0):
         m.d.sync += drain.eq(drain - 1)
-    gate_cd = ClockDomain(f"{name}_gate", clk_edge="neg", local=True, reset_less=True)
-    m.domains += gate_cd
-    is_open = Signal(init=1, name=f"{name}_open")
-    m.d.comb += gate_cd.clk.eq(ClockSignal("sync"))
     # open while either reset is high, so that the domain's reset register follows ``sync``'s
-    m.d[gate_cd.name] += is_open.eq(enable | (drain != 0) | ResetSignal("sync") | rst)
-    m.d.comb += cd.clk.eq(ClockSignal("sync") & is_open)
+    m.d.comb += cd.clk.eq(gated_clock(m, name, enable | (drain != 0) | ResetSignal("sync") | rst))

@@ -41,7 +41,7 @@ from s, one fewer from the cycle after a MATMUL's last ACC write (its last row c
 """
 from __future__ import annotations
 
-from amaranth import Cat, Module, Mux, Signal, signed
+from amaranth import Cat, Module, Mux, ResetSignal, Signal, signed
 from amaranth.lib import wiring
 from amaranth.lib.memory import ReadPort, WritePort
 from amaranth.lib.wiring import In, Out
@@ -49,8 +49,10 @@ from amaranth.utils import ceil_log2
 
 from isa.config import NpuConfig
 from isa.instructions import LEN_BITS
-from hw.interfaces import UnitCtlSignature
+from hw.clock_gate import add_load_domain
 from hw.decode import fields_layout
+from hw.interfaces import UnitCtlSignature
+from hw.signals import named
 
 ACC_BITS = 32                # one ACC lane
 WIDE_BITS = 48               # an int48 accumulator (two ACC rows)
@@ -67,9 +69,13 @@ def mxu_cmd_layout():
 
 
 class Mxu(wiring.Component):
-    def __init__(self, config: NpuConfig):
+    """The unit (module docstring); ``gate_weights``: each weight row on a clock of its own that
+    ticks only when the row loads (simulation builds, hw/clock_gate.py ``add_load_domain``)."""
+
+    def __init__(self, config: NpuConfig, *, gate_weights: bool = False):
         assert config.array_rows >= 2, "the int16 and int4 modes need at least two array rows"
         self.config = config
+        self.gate_weights = gate_weights
         bits = 8 * config.bus_bytes
         acc_aw = ceil_log2(config.acc_rows)
         super().__init__({
@@ -167,13 +173,27 @@ class Mxu(wiring.Component):
                   for n in range(cols)]
         new_row = [Mux(w4_d, nibble[n], wdata.word_select(n, 8).as_signed()) - w_zp_d for n in range(cols)]
         m.d.sync += w0_load.eq(wload & (wload_row == 0))
-        with m.If(w0_load):
-            m.d.sync += [weights[0][n].eq(w0_next[n]) for n in range(cols)]
-        with m.If(wload & (wload_row == 0)):
-            m.d.sync += [w0_next[n].eq(new_row[n]) for n in range(cols)]
-        for k in range(1, rows):
-            with m.If(wload & (wload_row == k)):
-                m.d.sync += [weights[k][n].eq(new_row[n]) for n in range(cols)]
+        # (registers, their new values, load): row 0's staging row, row 0, rows 1 .. R-1
+        loads = [(w0_next, new_row, wload & (wload_row == 0)), (weights[0], w0_next, w0_load)]
+        loads += [(weights[k], new_row, wload & (wload_row == k)) for k in range(1, rows)]
+        if not self.gate_weights:
+            for regs, values, load in loads:
+                with m.If(load):
+                    m.d.sync += [r.eq(v) for r, v in zip(regs, values)]
+        else:
+            # The same registers, each row in a domain clocked only when it loads or resets:
+            # 256 weights that change once per tile otherwise cost Verilator a next-state
+            # evaluation each every cycle (about an eighth of the 16x16 model's time).  The
+            # reset, which the domains lack, is in the shared new values instead.
+            rst = ResetSignal("sync")
+            cleared = {}
+            for i, (regs, values, load) in enumerate(loads):
+                key = id(values)
+                if key not in cleared:
+                    cleared[key] = [named(m, Mux(rst, 0, v), f"w_in{i}_{n}", signed(9)) for n, v in enumerate(values)]
+                domain = f"wrow{i}"
+                add_load_domain(m, domain, load | rst)
+                m.d[domain] += [r.eq(v) for r, v in zip(regs, cleared[key])]
 
         # -- inputs: zero point, then lane k delayed k+1 cycles --------------------------
         # INT16 lane k is halfword k mod R/2 of the vector's first (k < R/2) or second row.

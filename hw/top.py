@@ -86,7 +86,7 @@ class Npu(wiring.Component):
         m.submodules.csrs = csrs = CsrBlock(cfg)
         m.submodules.seq = seq = Sequencer(cfg)
         m.submodules.dma = dma = Dma(cfg)
-        m.submodules.mxu = mxu = Mxu(cfg)
+        m.submodules.mxu = mxu = Mxu(cfg, gate_weights=self.gate_idle_units)
         # the vector domain: VPU, TABLE and the read ports they use (hw/clock_gate.py)
         vpu, table = Vpu(cfg), Table(cfg)
         m.submodules.vpu = DomainRenamer("vector")(vpu)

@@ -84,3 +84,21 @@ def test_synthesis_builds_it_ungated(ungated):
     assert _driver(top, "vector_clk") == "clk"
     assert "vector_open" not in ungated and "negedge" not in ungated
 
+
+
+def test_mxu_weight_rows_load_on_their_own_clocks(gated, ungated):
+    """Each weight row (and row 0's staging row) is clocked only when it loads: its registers
+    take their new value unconditionally on that clock, with no next-state logic of their own."""
+    mxu = _modules(gated)["npu.mxu"]
+    rows = SMALL_CONFIG.array_rows
+    clocks = {}
+    for clock, reg in re.findall(r"always @\(posedge (\w+)\)\s*\n\s*(w_\d+_\d+|w0_next_\d+) <= w_in\d+_\d+;", mxu):
+        clocks.setdefault(clock, set()).add(reg)
+    assert len(clocks) == rows + 1
+    assert all(len(regs) == SMALL_CONFIG.array_cols for regs in clocks.values())
+    # each the module's clock (an input named after the first such domain) AND a gate register
+    # loaded on the falling edge
+    assert all(re.search(rf"assign {c} = \w+ & (\w+_open);", mxu) for c in clocks)
+    assert len(re.findall(r"always @\(negedge \w+\)\s*\n\s*wrow\d+_open <=", mxu)) == rows + 1
+    # ungated: the weights are ordinary registers of clk
+    assert not re.search(r"posedge wrow\d+", _modules(ungated)["npu.mxu"])
