@@ -27,11 +27,13 @@ port (docs/hardware.md).  Two units touching the same row in the same cycle is a
 hazard the wait masks must prevent.  The VPU reads one row per cycle on each of its operand
 ports a, b, c.
 
-The vector and TABLE units, with their read ports, run in a clock domain of their own,
-``vector`` (hw/clock_gate.py): in simulation builds (``gate_idle_units=True``, what the Verilator
-harness builds) its clock stops while both are idle and no BRANCH reads a condition, so
-Verilator does not evaluate their logic in the cycles in which only the DMA and the MXU work;
-synthesis builds it ungated, with the ``sync`` clock.
+The vector and TABLE units, with their read ports, run in clock domains of their own
+(``vector``, ``table`` and ``vector_in`` for what they share; hw/clock_gate.py): in simulation
+builds (``gate_idle_units=True``, what the Verilator harness builds) a domain's clock stops
+while its unit is idle (``vector_in``'s: while both are and no BRANCH reads a condition), so
+Verilator does not evaluate their logic in the cycles in which they have nothing to do; the
+MXU's weight rows are clocked only when they load.  Synthesis builds it ungated, with the
+``sync`` clock.
 
 External interfaces: ``csr`` (hw/interfaces.CsrBusSignature, register map in hw/csr.py),
 ``bus`` (hw/interfaces.ExtBusSignature: the DMA, and the sequencer's instruction fetch in
@@ -57,8 +59,8 @@ from hw.vpu import Vpu
 
 
 class Npu(wiring.Component):
-    """The NPU for ``config``; ``gate_idle_units``: stop the vector domain's clock while it is
-    idle (simulation builds; hw/clock_gate.py)."""
+    """The NPU for ``config``; ``gate_idle_units``: stop idle units' clocks (simulation
+    builds; hw/clock_gate.py)."""
 
     def __init__(self, config: NpuConfig, *, gate_idle_units: bool = False):
         self.config = config
@@ -87,19 +89,25 @@ class Npu(wiring.Component):
         m.submodules.seq = seq = Sequencer(cfg)
         m.submodules.dma = dma = Dma(cfg)
         m.submodules.mxu = mxu = Mxu(cfg, gate_weights=self.gate_idle_units)
-        # the vector domain: VPU, TABLE and the read ports they use (hw/clock_gate.py)
+        # Gated domains (hw/clock_gate.py): "vector" (the VPU and its operand b and c ports),
+        # "table" (the TABLE unit) and "vector_in" (what both read: operand a's ports, which
+        # BRANCH shares too, and the vector units' copy of IR), so that each vector unit costs
+        # nothing in a simulation while the other one runs
         vpu, table = Vpu(cfg), Table(cfg)
         m.submodules.vpu = DomainRenamer("vector")(vpu)
-        m.submodules.table = DomainRenamer("vector")(table)
+        m.submodules.table = DomainRenamer("table")(table)
+        gate = self.gate_idle_units
+        add_unit_domain(m, "vector", vpu.ctl.busy | vpu.ctl.start, gate=gate)
+        add_unit_domain(m, "table", table.ctl.busy | table.ctl.start, gate=gate)
         vector_reads = seq.cond_asram.en | seq.cond_acc.en
-        add_unit_domain(m, "vector", vpu.ctl.busy | table.ctl.busy | seq.vpu.start | vector_reads
-                        | seq.vpu_ir_load, gate=self.gate_idle_units)
+        add_unit_domain(m, "vector_in", vpu.ctl.busy | table.ctl.busy | seq.vpu.start | vector_reads
+                        | seq.vpu_ir_load, gate=gate)
         # The vector units' copy of IR, loaded with every vector instruction that enters IR: it
         # equals IR whenever IR holds one (the only time the units look at it), and their
-        # command decode, comb from it, is then logic of their domain (IR changes every cycle)
+        # command decode, comb from it, is then logic of their domains (IR changes every cycle)
         vector_ir = Signal(INSTR_BITS)
         with m.If(seq.vpu_ir_load):
-            m.d.vector += vector_ir.eq(seq.vpu_ir_next)
+            m.d.vector_in += vector_ir.eq(seq.vpu_ir_next)
 
         imem_w = imem.write_port()
         wiring.connect(m, seq.imem_w, imem_w)
@@ -134,7 +142,7 @@ class Npu(wiring.Component):
         wiring.connect(m, mxu.acc_r, acc.read_port(transparent_for=(acc_w,)))
 
         def shared_read_port(memory_, readers):
-            port = memory_.read_port(domain="vector")
+            port = memory_.read_port(domain="vector_in")
             m.d.comb += port.en.eq(Cat(r.en for r in readers).any())
             addr = readers[-1].addr
             for r in reversed(readers[:-1]):

@@ -1,4 +1,4 @@
-"""The vector domain (hw/clock_gate.py): gated in the Verilator build, the sync clock in synthesis.
+"""The gated domains (hw/clock_gate.py): gated in the Verilator build, the sync clock in synthesis.
 
 That the gated model computes what the ungated design does is the lockstep tests' claim
 (cocotb_tests/: the gated build against the ISA simulator; the board top, ungated, under
@@ -38,50 +38,58 @@ def ungated() -> str:
     return verilog.convert(Npu(SMALL_CONFIG), name="npu", emit_src=False)
 
 
-def test_vector_and_table_units_run_on_the_vector_clock(gated):
-    mods = _modules(gated)
-    for unit in ("npu.vpu", "npu.table"):
-        body = mods[unit]
-        edges = set(re.findall(r"always @\((\w+) (\w+)\)", body))
-        assert edges == {("posedge", "vector_clk")}, (unit, edges)
+def _gated_domain(top: str, clock: str) -> str:
+    """The domain whose gate ``clock`` passes ("vector" for ``clk & vector_open``), or the clock."""
+    if clock == "clk":
+        return clock
+    found = re.fullmatch(r"clk & (\w+)_open", _driver(top, clock))
+    return found.group(1) if found else clock
 
 
-def test_the_gate_opens_on_the_falling_edge(gated):
+@pytest.mark.parametrize("unit, domain", [("npu.vpu", "vector"), ("npu.table", "table")])
+def test_vector_and_table_units_run_on_their_own_clocks(gated, unit, domain):
+    edges = set(re.findall(r"always @\((\w+) (\w+)\)", _modules(gated)[unit]))
+    assert edges == {("posedge", f"{domain}_clk")}, (unit, edges)
+    assert _driver(_modules(gated)["npu"], f"{domain}_clk") == f"clk & {domain}_open"
+
+
+@pytest.mark.parametrize("domain", ["vector", "table", "vector_in"])
+def test_the_gates_open_on_the_falling_edge(gated, domain):
     top = _modules(gated)["npu"]
-    assert _driver(top, "vector_clk") == "clk & vector_open"
     # the gate register is loaded while the clock is low, so the AND never glitches
-    assert re.search(r"always @\(negedge clk\)\s*\n\s*vector_open <=", top)
+    assert re.search(rf"always @\(negedge clk\)\s*\n\s*{domain}_open <=", top)
 
 
-def test_vector_read_ports_are_in_the_vector_domain(gated):
-    """The VPU's operand ports (and the TABLE's and BRANCH's shared one) are read on the gated
-    clock; a port left on ``clk`` would make its readers' logic evaluate every cycle."""
+def test_vector_read_ports_are_in_the_gated_domains(gated):
+    """The vector units' operand ports are read on gated clocks: operand a's (shared by VPU,
+    TABLE and BRANCH) on vector_in's, b and c and the PSRAM ports on the VPU's; a port left on
+    ``clk`` would make its readers' logic evaluate every cycle."""
     top = _modules(gated)["npu"]
     by_memory = {}
     for clock, body in re.findall(r"always @\(posedge (\w+)\) begin\n(.*?)\n  end\n", top, re.S):
         for mem in re.findall(r"<= (asram|wsram|acc|psram)\[", body):
-            gated_clock = clock != "clk" and _driver(top, clock) == "clk & vector_open"
-            by_memory.setdefault(mem, []).append("vector_clk" if gated_clock else clock)
-    assert by_memory["psram"] == ["vector_clk"] * 3
-    # operands a (shared with TABLE and BRANCH), b, c on the vector clock; the DMA's and the
-    # MXU's ASRAM reads on clk (the MXU's transparent ACC read registers its address instead)
-    assert sorted(by_memory["asram"]) == ["clk", "clk"] + ["vector_clk"] * 3
-    assert by_memory["acc"] == ["vector_clk"] * 3
+            by_memory.setdefault(mem, []).append(_gated_domain(top, clock))
+    assert by_memory["psram"] == ["vector"] * 3
+    # the DMA's and the MXU's ASRAM reads on clk (the MXU's transparent ACC read registers its
+    # address instead)
+    assert sorted(by_memory["asram"]) == ["clk", "clk", "vector", "vector", "vector_in"]
+    assert sorted(by_memory["acc"]) == ["vector", "vector", "vector_in"]
     assert by_memory["wsram"] == ["clk"]
 
 
-def test_the_vector_reset_is_registered_on_the_vector_clock(gated):
+@pytest.mark.parametrize("domain", ["vector", "table", "vector_in"])
+def test_the_domain_resets_are_registered_on_their_own_clocks(gated, domain):
     """With ``sync``'s reset in their next-state logic, Verilator would evaluate the gated
     units' registers at every ``clk`` edge after all."""
     top = _modules(gated)["npu"]
-    clock = re.search(r"always @\(posedge (\w+)\)\s*\n\s*vector_rst_q <= rst;", top).group(1)
-    assert _driver(top, clock) == "clk & vector_open"
-    assert re.search(r"\.vector_rst\(vector_rst_q\)", top)
+    clocks = re.findall(r"always @\(posedge (\w+)\)\s*\n\s*\w+ <= rst;", top)
+    assert domain in {_gated_domain(top, c) for c in clocks}
 
 
 def test_synthesis_builds_it_ungated(ungated):
     top = _modules(ungated)["npu"]
-    assert _driver(top, "vector_clk") == "clk"
+    for domain in ("vector", "table", "vector_in"):
+        assert _driver(top, f"{domain}_clk") == "clk"
     assert "vector_open" not in ungated and "negedge" not in ungated
 
 
