@@ -1,4 +1,4 @@
-"""A clock domain for units that are idle most of the time, gated in simulation builds.
+"""Clock domains for logic that is idle most of the time, gated in simulation builds.
 
 Why.  Verilator evaluates a clock domain's logic at every edge of its clock, whether its
 inputs changed or not: in a MATMUL-bound program the idle vector and TABLE units were about
@@ -11,8 +11,11 @@ How.  ``add_unit_domain`` adds a domain whose clock is the ``sync`` clock AND a 
 register loaded on the falling edge (the latch of a clock-gating cell: the AND's other input
 changes only while the clock is low, so the gated clock never glitches).  Its reset is
 ``sync``'s, one register later (on the domain's own clock: a reset from another domain
-would put every register's next-state logic back under that domain's trigger).  The gate is open in a cycle iff ``enable`` (formed, like any register's next
-state, from the cycle's registers and inputs) is high in it, or the reset is.
+would put every register's next-state logic back under that domain's trigger).  The gate is
+open in a cycle iff ``enable`` (formed, like any register's next state, from the cycle's
+registers and inputs) is high in it, or the reset is.  ``add_load_domain`` is the same gate
+for a bank of reset-less registers that load together (the MXU's weight rows): clocked only
+when they load, they take their new value unconditionally.
 
 Why the result is the same design.  A register of a gated domain misses an edge only while
 the gate is closed; that is exact if every register of the domain would keep its value at
@@ -27,9 +30,10 @@ lockstep tests (cocotb_tests/) check that claim on the gated build against the I
 and the board top (hw/board/), built ungated for synthesis, runs the same programs bit-exactly
 under Verilator.
 
-Synthesis builds it ungated (``gate=False``): the domain's clock is the ``sync`` clock
-itself; FPGA fabric logic should not be clocked by a gated clock, and on an ASIC a
-synthesis tool inserts its own clock-gating cells from register enables.
+Synthesis builds it ungated (``gate=False``; for a load domain, the caller's registers with
+an enable instead): the domain's clock is the ``sync`` clock itself; FPGA fabric logic should
+not be clocked by a gated clock, and on an ASIC a synthesis tool inserts its own
+clock-gating cells from register enables.
 """
 from __future__ import annotations
 

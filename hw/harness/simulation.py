@@ -20,7 +20,7 @@ then compiled profile-guided (PGO_GENERATE below: an instrumented build runs the
 programs, the rebuild uses the profile), about 1.3x more.  The NPU is generated with its
 idle units' clocks gated (``gate_idle_units``, hw/clock_gate.py): the vector and TABLE units
 and the MXU's weight rows cost nothing while they have nothing to do (MATMUL-bound program
-270k -> 803k cycles/s).  What remains is the design's own evaluation (the MXU's multiply-adds,
+269k -> 761k cycles/s, TABLE-bound 249k -> 548k).  What remains is the design's own evaluation (the MXU's multiply-adds,
 a busy vector unit) and cocotb's loop around the model.
 """
 from __future__ import annotations
