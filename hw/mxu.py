@@ -173,27 +173,25 @@ class Mxu(wiring.Component):
                   for n in range(cols)]
         new_row = [Mux(w4_d, nibble[n], wdata.word_select(n, 8).as_signed()) - w_zp_d for n in range(cols)]
         m.d.sync += w0_load.eq(wload & (wload_row == 0))
-        # (registers, their new values, load): row 0's staging row, row 0, rows 1 .. R-1
-        loads = [(w0_next, new_row, wload & (wload_row == 0)), (weights[0], w0_next, w0_load)]
-        loads += [(weights[k], new_row, wload & (wload_row == k)) for k in range(1, rows)]
+        # (registers, source of their new values, load): row 0's staging row, row 0, rows 1 .. R-1
+        sources = {"new_row": new_row, "w0_next": w0_next}
+        loads = [(w0_next, "new_row", wload & (wload_row == 0)), (weights[0], "w0_next", w0_load)]
+        loads += [(weights[k], "new_row", wload & (wload_row == k)) for k in range(1, rows)]
         if not self.gate_weights:
-            for regs, values, load in loads:
+            for regs, source, load in loads:
                 with m.If(load):
-                    m.d.sync += [r.eq(v) for r, v in zip(regs, values)]
+                    m.d.sync += [r.eq(v) for r, v in zip(regs, sources[source])]
         else:
             # The same registers, each row in a domain clocked only when it loads or resets:
             # 256 weights that change once per tile otherwise cost Verilator a next-state
             # evaluation each every cycle (about an eighth of the 16x16 model's time).  The
-            # reset, which the domains lack, is in the shared new values instead.
+            # reset, which the domains lack, is in the new values instead (one copy per source).
             rst = ResetSignal("sync")
-            cleared = {}
-            for i, (regs, values, load) in enumerate(loads):
-                key = id(values)
-                if key not in cleared:
-                    cleared[key] = [named(m, Mux(rst, 0, v), f"w_in{i}_{n}", signed(9)) for n, v in enumerate(values)]
-                domain = f"wrow{i}"
-                add_load_domain(m, domain, load | rst)
-                m.d[domain] += [r.eq(v) for r, v in zip(regs, cleared[key])]
+            cleared = {name: [named(m, Mux(rst, 0, v), f"w_in{i}_{n}", signed(9)) for n, v in enumerate(values)]
+                       for i, (name, values) in enumerate(sources.items())}
+            for i, (regs, source, load) in enumerate(loads):
+                add_load_domain(m, f"wrow{i}", load | rst)
+                m.d[f"wrow{i}"] += [r.eq(v) for r, v in zip(regs, cleared[source])]
 
         # -- inputs: zero point, then lane k delayed k+1 cycles --------------------------
         # INT16 lane k is halfword k mod R/2 of the vector's first (k < R/2) or second row.

@@ -81,6 +81,8 @@ from hw.mxu import ACC_BITS, PENDING_BITS, mxu_cmd_layout
 
 # Units with a bit in the wait mask, in bit order.
 WAIT_UNITS = tuple(u for u in sorted(Unit) if u is not Unit.SEQ)
+# the instructions of the vector issue port (VPU and TABLE, hw/top.py)
+VECTOR_INSTRS = tuple(d.name for d in BY_NAME.values() if d.unit is Unit.VPU)
 
 
 def dma_cmd_layout():
@@ -327,7 +329,7 @@ class Sequencer(wiring.Component):
             m.d.comb += self.mxu.cmd[f].eq(view[f])
         m.d.comb += self.vpu.cmd.word.eq(ir_word)
         next_op = checker.word_eff[:OPCODE_BITS]
-        vector_next = Cat(next_op == opcode(d.name) for d in BY_NAME.values() if d.unit is Unit.VPU).any()
+        vector_next = Cat(next_op == opcode(name) for name in VECTOR_INSTRS).any()
         m.d.comb += [self.vpu_ir_load.eq(load_ir & vector_next), self.vpu_ir_next.eq(checker.word_eff)]
 
         with m.FSM():
@@ -379,7 +381,7 @@ class Sequencer(wiring.Component):
                             m.d.sync += br_armed.eq(0)
                         with m.If(jump & backward):
                             m.d.sync += back_taken.eq(back_taken + 1)
-                    vector = tuple((d.name, self.vpu) for d in BY_NAME.values() if d.unit is Unit.VPU)
+                    vector = tuple((name, self.vpu) for name in VECTOR_INSTRS)
                     for name, port in (("DMA_LOAD", self.dma), ("DMA_STORE", self.dma),
                                        ("MATMUL", self.mxu)) + vector:
                         with m.Case(opcode(name)):

@@ -135,8 +135,9 @@ def generate_verilog(config: NpuConfig) -> str:
     from hw.top import Npu
 
     # emit_src=False: otherwise every Python edit changes the text and forces a rebuild.
-    # gate_idle_units: the vector and TABLE units' clock stops while they are idle, so the
-    # model skips their logic then (hw/clock_gate.py); the same registers and cycles.
+    # gate_idle_units: the vector and TABLE units' clocks stop while they are idle and the MXU's
+    # weight rows are clocked only when they load, so the model skips that logic then
+    # (hw/clock_gate.py); the same registers and cycles.
     return verilog.convert(Npu(config, gate_idle_units=True), name="npu", emit_src=False)
 
 
