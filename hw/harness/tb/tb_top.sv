@@ -21,6 +21,8 @@
 //                     this names the memories of hw/top.py (Amaranth keeps their names)
 // `written_words` is one past the highest word the NPU wrote (0: none), so the harness
 // returns memory up to the last byte written, like the ISA simulator.
+// `fast_forward` drives no logic: the testbench sets it while it only awaits `dumped`, and
+// the simulator's main loop then steps time without VPI (hw/harness/tb/verilator_main.cpp).
 module tb_top #(
     parameter int BUS_BYTES = 16,
     parameter int ADDR_BITS = 32,
@@ -37,7 +39,12 @@ module tb_top #(
     output logic                     irq        /*verilator public_flat_rw*/,
     output logic                     stopped    /*verilator public_flat_rw*/,
     output logic                     dumped     /*verilator public_flat_rw*/,
-    output logic [ADDR_BITS-1:0]     written_words /*verilator public_flat_rw*/
+    output logic [ADDR_BITS-1:0]     written_words /*verilator public_flat_rw*/,
+    // read by the simulator's main loop only (hw/harness/tb/verilator_main.cpp): 1 while
+    // the testbench awaits nothing but `dumped` and timers
+    /* verilator lint_off UNUSEDSIGNAL */
+    input  logic                     fast_forward /*verilator public_flat_rw*/
+    /* verilator lint_on UNUSEDSIGNAL */
 );
     localparam int BW = 8 * BUS_BYTES;
     localparam int SH = $clog2(BUS_BYTES);
