@@ -340,11 +340,22 @@ class Vpu(wiring.Component):
             # 1 << (sh-1), or 0 when sh == 0, as a one-hot decode of sh rather than a shift of
             # the constant 1 (31 LUTs fewer per lane after Yosys's mapping, and shallower)
             rnd = named(m, Cat(round_en & (sh == k + 1) for k in range(64)), f"rnd{n}", 64)
-            adj = Mux(c.dr & (sh > 31), Mux(x1_neg[n], -(1 << 30), 1 << 30), 0)
-            total = named(m, (x1[n] + rnd + adj)[:64], f"total{n}", signed(64))
+            # x1 + rnd + adj (adj: +-2**30 for double rounding), as two 32-bit word sums, the
+            # low word's carry into the high one: the same 64-bit sum with no expression wider
+            # than 64 bits (Verilator evaluates those as arrays of words)
+            apply = c.dr & (sh > 31)
+            adj_lo = Mux(apply, Mux(x1_neg[n], 0xC000_0000, 0x4000_0000), 0)
+            adj_hi = Mux(apply & x1_neg[n], 0xFFFF_FFFF, 0)
+            x1u = x1[n].as_unsigned()
+            lo = named(m, x1u[:32] + rnd[:32] + adj_lo, f"total_lo{n}", 34)
+            hi = (x1u[32:] + rnd[32:] + adj_hi + lo[32:])[:32]
+            total = named(m, Cat(lo[:32], hi).as_signed(), f"total{n}", signed(64))
             # (total >> sh)[:32] as a 32-bit window of the sign-extended total: a shifter with 32
-            # outputs, not a 64-bit one cut afterwards (93 ECP5 LUTs fewer on the 4x4 unit)
-            scaled = Cat(total, total[63].replicate(31)).bit_select(sh, 32).as_signed()
+            # outputs, not a 64-bit one cut afterwards (93 ECP5 LUTs fewer on the 4x4 unit); its
+            # first stage (by 32) apart, so that the window is taken from 64 bits, not 95
+            half = named(m, Mux(sh[5], Cat(total[32:], total[63].replicate(32)), total.as_unsigned()),
+                         f"total_sh32_{n}", 64)
+            scaled = half.bit_select(sh[:5], 32).as_signed()
             m.d.sync += y_base[n].eq(Mux(shifted, scaled, x1[n][:36].as_signed()))
 
         # -- t+4 .. t+3+W, S2b and the writer ------------------------------------------------
