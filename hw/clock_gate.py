@@ -14,8 +14,9 @@ changes only while the clock is low, so the gated clock never glitches).  Its re
 would put every register's next-state logic back under that domain's trigger).  The gate is
 open in a cycle iff ``enable`` (formed, like any register's next state, from the cycle's
 registers and inputs) is high in it, or the reset is.  ``add_load_domain`` is the same gate
-for a bank of reset-less registers that load together (the MXU's weight rows): clocked only
-when they load, they take their new value unconditionally.
+for a bank of reset-less registers that load together (the MXU's weight rows, a few rows a
+bank): clocked only when one of them loads, each takes its new value when it loads and keeps
+its own otherwise.
 
 Why the result is the same design.  A register of a gated domain misses an edge only while
 the gate is closed; that is exact if every register of the domain would keep its value at

@@ -12,6 +12,7 @@ import pytest
 from amaranth.back import verilog
 
 from isa import SMALL_CONFIG
+from hw.mxu import WEIGHT_GATE_ROWS
 from hw.top import Npu
 
 
@@ -95,18 +96,24 @@ def test_synthesis_builds_it_ungated(ungated):
 
 
 def test_mxu_weight_rows_load_on_their_own_clocks(gated, ungated):
-    """Each weight row (and row 0's staging row) is clocked only when it loads: its registers
-    take their new value unconditionally on that clock, with no next-state logic of their own."""
+    """The weight rows (and row 0's staging row) are clocked, WEIGHT_GATE_ROWS rows a domain,
+    only when one of the domain's rows loads; a domain of one row takes its new value
+    unconditionally on that clock, with no next-state logic of its own."""
     mxu = _modules(gated)["npu.mxu"]
-    rows = SMALL_CONFIG.array_rows
+    rows, cols = SMALL_CONFIG.array_rows, SMALL_CONFIG.array_cols
     clocks = {}
-    for clock, reg in re.findall(r"always @\(posedge (\w+)\)\s*\n\s*(w_\d+_\d+|w0_next_\d+) <= w_in\d+_\d+;", mxu):
-        clocks.setdefault(clock, set()).add(reg)
-    assert len(clocks) == rows + 1
-    assert all(len(regs) == SMALL_CONFIG.array_cols for regs in clocks.values())
+    for clock, reg, value in re.findall(
+            r"always @\(posedge (\w+)\)\s*\n\s*(w_\d+_\d+|w0_next_\d+) <= ([^;]+);", mxu):
+        clocks.setdefault(clock, {})[reg] = value.strip()
+    sizes = [min(WEIGHT_GATE_ROWS, rows + 1 - g) for g in range(0, rows + 1, WEIGHT_GATE_ROWS)]
+    assert sorted(len(regs) for regs in clocks.values()) == sorted(n * cols for n in sizes)
+    assert sum(len(regs) for regs in clocks.values()) == (rows + 1) * cols
+    for regs in clocks.values():
+        if len(regs) == cols:
+            assert all(re.fullmatch(r"w_in\d+_\d+", v) for v in regs.values()), regs
     # each the module's clock (an input named after the first such domain) AND a gate register
     # loaded on the falling edge
     assert all(re.search(rf"assign {c} = \w+ & (\w+_open);", mxu) for c in clocks)
-    assert len(re.findall(r"always @\(negedge \w+\)\s*\n\s*wrow\d+_open <=", mxu)) == rows + 1
+    assert len(re.findall(r"always @\(negedge \w+\)\s*\n\s*wrow\d+_open <=", mxu)) == len(sizes)
     # ungated: the weights are ordinary registers of clk
     assert not re.search(r"posedge wrow\d+", _modules(ungated)["npu.mxu"])
