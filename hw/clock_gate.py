@@ -70,9 +70,10 @@ def add_load_domain(m: Module, name: str, load) -> None:
     m.d.comb += cd.clk.eq(gated_clock(m, name, load))
 
 
-def add_unit_domain(m: Module, name: str, enable, *, gate: bool) -> None:
+def add_unit_domain(m: Module, name: str, enable, *, gate: bool, drain: int = DRAIN_CYCLES) -> None:
     """Add clock domain ``name`` to ``m``: ``sync``'s clock (gated by ``enable`` when
-    ``gate``) and ``sync``'s reset, registered on the domain's clock."""
+    ``gate``, open ``drain`` cycles more after it falls) and ``sync``'s reset, registered on
+    the domain's clock."""
     cd = ClockDomain(name, local=True)
     # The reset through a register of the domain's own clock: every register's next-state
     # logic contains the reset term, and with ``sync``'s reset there Verilator would evaluate
@@ -86,10 +87,10 @@ def add_unit_domain(m: Module, name: str, enable, *, gate: bool) -> None:
     if not gate:
         m.d.comb += cd.clk.eq(ClockSignal("sync"))
         return
-    drain = Signal(range(DRAIN_CYCLES + 1), name=f"{name}_drain")
+    left = Signal(range(drain + 1), name=f"{name}_drain")
     with m.If(enable):
-        m.d.sync += drain.eq(DRAIN_CYCLES)
-    with m.Elif(drain != 0):
-        m.d.sync += drain.eq(drain - 1)
+        m.d.sync += left.eq(drain)
+    with m.Elif(left != 0):
+        m.d.sync += left.eq(left - 1)
     # open while either reset is high, so that the domain's reset register follows ``sync``'s
-    m.d.comb += cd.clk.eq(gated_clock(m, name, enable | (drain != 0) | ResetSignal("sync") | rst))
+    m.d.comb += cd.clk.eq(gated_clock(m, name, enable | (left != 0) | ResetSignal("sync") | rst))

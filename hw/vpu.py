@@ -54,6 +54,7 @@ from amaranth.utils import ceil_log2
 from isa.config import NpuConfig
 from isa.instructions import OPCODE_BITS, PoolMode, ValuOp, VecMem
 from isa.vector import MAX_ROWS, PARAM_ROWS
+from hw.clock_gate import add_load_domain
 from hw.decode import instr_layout, opcode
 from hw.interfaces import UnitCtlSignature
 from hw.sequencer import vpu_cmd_layout
@@ -62,6 +63,19 @@ from hw.vpu_config import VpuConfig, command_fields, derive
 from hw.vpu_lanes import decode_lanes, lane_product, valu_result
 
 LANE_BITS = 32
+
+
+class _Enabled:
+    """``m.d.sync`` under an enable: ``enabled += statements`` assigns them in ``sync`` when
+    ``load`` is high (the ungated form of a load domain, hw/vpu.py ``Vpu._load``)."""
+
+    def __init__(self, m, load):
+        self._m, self._load = m, load
+
+    def __iadd__(self, statements):
+        with self._m.If(self._load):
+            self._m.d.sync += statements
+        return self
 OPERANDS = ("a", "b", "c")
 
 
@@ -70,8 +84,9 @@ class Vpu(wiring.Component):
     port on each of ASRAM (``asram_rk``), ACC (``acc_rk``) and PSRAM (``psram_rk``;
     ``psram_ra`` also reads the parameter rows), and write ports on ASRAM and ACC."""
 
-    def __init__(self, config: NpuConfig):
+    def __init__(self, config: NpuConfig, *, gate_stages: bool = False):
         self.config = config
+        self.gate_stages = gate_stages
         wide = LANE_BITS * config.array_cols
         narrow = 8 * config.asram_row_bytes
         members = {"ctl": In(UnitCtlSignature(vpu_cmd_layout()))}
@@ -82,6 +97,16 @@ class Vpu(wiring.Component):
         members["asram_w"] = In(WritePort.Signature(addr_width=ceil_log2(config.asram_rows), shape=narrow))
         members["acc_w"] = In(WritePort.Signature(addr_width=ceil_log2(config.acc_rows), shape=wide))
         super().__init__(members)
+
+    def _load(self, m, name: str, load):
+        """Where registers that load only when ``load`` is high are assigned (unconditionally):
+        a domain of ``sync``'s clock gated by ``load`` in simulation builds (hw/clock_gate.py
+        ``add_load_domain``), else ``sync`` under ``load`` as an enable.  The registers must be
+        reset-less (a load domain has no reset)."""
+        if self.gate_stages:
+            add_load_domain(m, name, load)
+            return m.d[name]
+        return _Enabled(m, load)
 
     def read_ports(self, memory: str) -> list:
         """The read ports on ``memory`` ("asram", "acc", "psram"), for hw/top.py."""
@@ -273,11 +298,15 @@ class Vpu(wiring.Component):
         # scales the window's sum (the pool register) into X1, as ACT's S0 scales its input
         s1 = Signal(name="dw_s1")
         m.d.sync += s1.eq(final & c.dw)
-        x1 = [Signal(signed(64), name=f"x1_{n}") for n in range(L)]
-        x1_neg = [Signal(name=f"x1_neg{n}") for n in range(L)]
+        # X1 and Y (below) are data registers that load once per vector: reset-less, loaded
+        # with an enable, in simulation builds in a domain clocked only when they load
+        # (``_load``), so their next-state logic (the multiply, the rounding shift) costs
+        # Verilator nothing in the other cycles of a vector
+        x1 = [Signal(signed(64), name=f"x1_{n}", reset_less=True) for n in range(L)]
+        x1_neg = [Signal(name=f"x1_neg{n}", reset_less=True) for n in range(L)]
         pool = [Signal(signed(32), name=f"pool{n}") for n in range(L)]
         alu = valu_result(m, c, values, L)
-        x1_k = [Signal(5, name=f"x1_k{n}") for n in range(L)]        # a VALU shift's b & 31
+        x1_load = self._load(m, "vpu_x1", (final & ~c.dw) | s1)
         pool_max = named(m, c.pool_mode == PoolMode.MAX, "pool_max")
         # The multiplier's mode, decoded with the command and registered beside its settings,
         # so that the multiply's operand muxes start at a flag register, not at the op's decode.
@@ -291,6 +320,18 @@ class Vpu(wiring.Component):
         # The multiplier's y is operand b's lane for VALU and VDWCONV's elements (its weights),
         # else the scale; VDWCONV's S1 multiplies the pool register by the scale.
         y_is_b = named(m, c.is_valu | (c.dw & ~s1), "y_is_b")
+        # S2a's settings, loaded with X1, so that S2a's logic reads registers of X1's domain
+        # only (Verilator then evaluates it only when X1 loads).  VALU's right shifts are
+        # S2a's rounding shift by the lane's b & 31 (rounding only with ARITHMETIC_RIGHT_SHIFT's
+        # round flag), LOGICAL_LEFT_SHIFT's product a shift by 0; NEGATE's clip and CLAMP's
+        # clamp are S2b's (hw/vpu_config.py sets them), the other ops' results pass.
+        asr = c.is_valu & (c.op == ValuOp.ARITHMETIC_RIGHT_SHIFT)
+        right_shift = asr | (c.is_valu & (c.op == ValuOp.LOGICAL_RIGHT_SHIFT))
+        sh_cmd = Mux(lsl, 0, c.imm0[:6])        # VALU: MUL's shift imm0 & 63, LOGICAL_LEFT_SHIFT's 0
+        x1_sh = [Signal(6, name=f"x1_sh{n}", reset_less=True) for n in range(L)]   # S2a's shift
+        x1_shifted, x1_round, x1_dr = (Signal(name=f"x1_{f}", reset_less=True) for f in ("shifted", "round", "dr"))
+        x1_load += [x1_shifted.eq(use_product | right_shift), x1_round.eq(c.rounding | (asr & c.imm0[0])),
+                    x1_dr.eq(c.dr)]
         for n in range(L):
             a, b = values["a"][n], values["b"][n]
             a32 = a[:32].as_signed()
@@ -311,39 +352,29 @@ class Vpu(wiring.Component):
                             f"reduced{n}", signed(32))
             with m.If(elem_done & c.is_pool):
                 m.d.sync += pool[n].eq(reduced)
-            with m.If(final & ~c.dw):
-                m.d.sync += [
-                    x1[n].eq(Mux(use_product, product, Mux(c.is_pool, reduced, alu[n]))),
-                    x1_neg[n].eq(v32 < 0),
-                    x1_k[n].eq(b[:5]),
-                ]
-            with m.If(s1):
-                m.d.sync += [x1[n].eq(product), x1_neg[n].eq(pool[n] < 0)]
+            # at the last element (not VDWCONV's): the element's result; at VDWCONV's S1, the
+            # scaled sum
+            x1_load += [
+                x1[n].eq(Mux(s1, product, Mux(use_product, product, Mux(c.is_pool, reduced, alu[n])))),
+                x1_neg[n].eq(Mux(s1, pool[n] < 0, v32 < 0)),
+                # (VDWCONV, at S1: the scale's shift, as for ACT)
+                x1_sh[n].eq(Mux(right_shift, b[:5], Mux(c.is_valu, sh_cmd, shift[n]))),
+            ]
 
         # -- t+3, S2a: the rounding shift of X1 into Y (VALU: the op's last step) ---------------
         x_valid = Signal()
         m.d.sync += x_valid.eq((final & ~c.dw) | s1)
-        y_base = [Signal(signed(36), name=f"y_base{n}") for n in range(L)]
-        # VALU's right shifts are this stage's rounding shift by the lane's b & 31 (rounding
-        # only with ARITHMETIC_RIGHT_SHIFT's round flag), LOGICAL_LEFT_SHIFT's product a shift
-        # by 0; NEGATE's clip and CLAMP's clamp are S2b's (hw/vpu_config.py sets them), the
-        # other ops' results pass.  Flags from the command, registered like S2b's.
-        asr = c.is_valu & (c.op == ValuOp.ARITHMETIC_RIGHT_SHIFT)
-        right_shift = asr | (c.is_valu & (c.op == ValuOp.LOGICAL_RIGHT_SHIFT))
-        by_lane, shifted, round_en = Signal(), Signal(), Signal()
-        sh_cmd = Signal(6)              # VALU: MUL's shift imm0 & 63, LOGICAL_LEFT_SHIFT's 0
-        m.d.sync += [by_lane.eq(right_shift), shifted.eq(use_product | right_shift),
-                     round_en.eq(c.rounding | (asr & c.imm0[0])),
-                     sh_cmd.eq(Mux(lsl, 0, c.imm0[:6]))]
+        y_base = [Signal(signed(36), name=f"y_base{n}", reset_less=True) for n in range(L)]
+        y_load = self._load(m, "vpu_y", x_valid)
         for n in range(L):
-            sh = named(m, Mux(by_lane, x1_k[n], Mux(c.is_valu, sh_cmd, shift[n])), f"sh{n}", 6)
+            sh = x1_sh[n]
             # 1 << (sh-1), or 0 when sh == 0, as a one-hot decode of sh rather than a shift of
             # the constant 1 (31 LUTs fewer per lane after Yosys's mapping, and shallower)
-            rnd = named(m, Cat(round_en & (sh == k + 1) for k in range(64)), f"rnd{n}", 64)
+            rnd = named(m, Cat(x1_round & (sh == k + 1) for k in range(64)), f"rnd{n}", 64)
             # x1 + rnd + adj (adj: +-2**30 for double rounding), as two 32-bit word sums, the
             # low word's carry into the high one: the same 64-bit sum with no expression wider
             # than 64 bits (Verilator evaluates those as arrays of words)
-            apply = c.dr & (sh > 31)
+            apply = x1_dr & (sh > 31)
             adj_lo = Mux(apply, Mux(x1_neg[n], 0xC000_0000, 0x4000_0000), 0)
             adj_hi = Mux(apply & x1_neg[n], 0xFFFF_FFFF, 0)
             x1u = x1[n].as_unsigned()
@@ -356,7 +387,7 @@ class Vpu(wiring.Component):
             half = named(m, Mux(sh[5], Cat(total[32:], total[63].replicate(32)), total.as_unsigned()),
                          f"total_sh32_{n}", 64)
             scaled = half.bit_select(sh[:5], 32).as_signed()
-            m.d.sync += y_base[n].eq(Mux(shifted, scaled, x1[n][:36].as_signed()))
+            y_load += y_base[n].eq(Mux(x1_shifted, scaled, x1[n][:36].as_signed()))
 
         # -- t+4 .. t+3+W, S2b and the writer ------------------------------------------------
         w_active = Signal()

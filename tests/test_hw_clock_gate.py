@@ -47,14 +47,60 @@ def _gated_domain(top: str, clock: str) -> str:
     return found.group(1) if found else clock
 
 
-@pytest.mark.parametrize("unit, domain", [("npu.vpu", "vector"), ("npu.table", "table")])
-def test_vector_and_table_units_run_on_their_own_clocks(gated, unit, domain):
-    edges = set(re.findall(r"always @\((\w+) (\w+)\)", _modules(gated)[unit]))
-    assert edges == {("posedge", f"{domain}_clk")}, (unit, edges)
+def _unit_clocks(gated: str, unit: str) -> dict[str, str]:
+    """Each clock that a register of submodule ``unit`` ("npu.vpu") is clocked by, named by
+    what drives it: the top level's domain (``vector`` for ``clk & vector_open``), or
+    ``domain/load`` for a load domain inside the unit (``<its clock> & load_open``)."""
+    modules = _modules(gated)
+    module, top = modules[unit], modules["npu"]
+    instance = re.search(rf"\\{re.escape(unit)} +\\?\w+ +\((.*?)\);", top, re.S).group(1)
+    found = {}
+    for clock in set(re.findall(r"always @\(posedge (\w+)\)", module)):
+        wire, load = clock, None
+        while (m := re.search(rf"assign {wire} = ([^;]+);", module)):
+            rhs = m.group(1).strip()
+            if (gate := re.fullmatch(r"(\w+) & (\w+)_open", rhs)):
+                wire, load = gate.group(1), gate.group(2)
+            elif re.fullmatch(r"\w+", rhs):
+                wire = rhs
+            else:
+                break
+        outer = re.search(rf"\.{wire}\(([^)]+)\)", instance).group(1).strip()
+        domain = _gated_domain(top, outer)
+        found[clock] = domain if load is None else f"{domain}/{load}"
+    return found
+
+
+@pytest.mark.parametrize("unit, domain, loads", [
+    ("npu.vpu", "vector", {"vpu_x1", "vpu_y"}), ("npu.table", "table", set()),
+    ("npu.mxu", "matrix", {f"wrow{g}" for g in range(0, SMALL_CONFIG.array_rows + 1, WEIGHT_GATE_ROWS)})])
+def test_units_run_on_their_own_clocks(gated, unit, domain, loads):
+    """Every register of a gated unit is clocked by its domain's gated clock or by a load
+    domain's gate of that clock, never by ``clk``."""
+    clocks = set(_unit_clocks(gated, unit).values())
+    assert clocks == {domain} | {f"{domain}/{load}" for load in loads}, (unit, clocks)
     assert _driver(_modules(gated)["npu"], f"{domain}_clk") == f"clk & {domain}_open"
 
 
-@pytest.mark.parametrize("domain", ["vector", "table", "vector_in"])
+def test_vpu_data_stages_load_on_their_own_clocks(gated, ungated):
+    """X1 (with S2a's settings) and Y load once per vector: in the simulation build each in a
+    load domain, so that S2a's rounding shift, which reads only X1's domain, is evaluated only
+    when X1 loads; in the synthesis build, ordinary registers with an enable."""
+    vpu = _modules(gated)["npu.vpu"]
+    clocks = _unit_clocks(gated, "npu.vpu")
+    by_reg = {}
+    for clock, body in re.findall(r"always @\(posedge (\w+)\)(.*?)(?=\n  always|\n  assign|endmodule)", vpu, re.S):
+        for reg in re.findall(r"^\s*(\w+) <=", body, re.M):
+            by_reg[reg] = clocks[clock]
+    lanes = SMALL_CONFIG.array_cols
+    for n in range(lanes):
+        assert by_reg[f"x1_{n}"] == by_reg[f"x1_sh{n}"] == by_reg[f"x1_neg{n}"] == "vector/vpu_x1"
+        assert by_reg[f"y_base{n}"] == "vector/vpu_y"
+    assert by_reg["x1_shifted"] == by_reg["x1_round"] == by_reg["x1_dr"] == "vector/vpu_x1"
+    assert "_open" not in _modules(ungated)["npu.vpu"]
+
+
+@pytest.mark.parametrize("domain", ["vector", "table", "vector_in", "matrix"])
 def test_the_gates_open_on_the_falling_edge(gated, domain):
     top = _modules(gated)["npu"]
     # the gate register is loaded while the clock is low, so the AND never glitches
@@ -71,14 +117,14 @@ def test_vector_read_ports_are_in_the_gated_domains(gated):
         for mem in re.findall(r"<= (asram|wsram|acc|psram)\[", body):
             by_memory.setdefault(mem, []).append(_gated_domain(top, clock))
     assert by_memory["psram"] == ["vector"] * 3
-    # the DMA's and the MXU's ASRAM reads on clk (the MXU's transparent ACC read registers its
-    # address instead)
-    assert sorted(by_memory["asram"]) == ["clk", "clk", "vector", "vector", "vector_in"]
+    # the DMA's ASRAM reads on clk, the MXU's on its own (its transparent ACC read, which
+    # must share the write port's clock, registers its address instead)
+    assert sorted(by_memory["asram"]) == ["clk", "matrix", "vector", "vector", "vector_in"]
     assert sorted(by_memory["acc"]) == ["vector", "vector", "vector_in"]
-    assert by_memory["wsram"] == ["clk"]
+    assert by_memory["wsram"] == ["matrix"]
 
 
-@pytest.mark.parametrize("domain", ["vector", "table", "vector_in"])
+@pytest.mark.parametrize("domain", ["vector", "table", "vector_in", "matrix"])
 def test_the_domain_resets_are_registered_on_their_own_clocks(gated, domain):
     """With ``sync``'s reset in their next-state logic, Verilator would evaluate the gated
     units' registers at every ``clk`` edge after all."""
@@ -89,7 +135,7 @@ def test_the_domain_resets_are_registered_on_their_own_clocks(gated, domain):
 
 def test_synthesis_builds_it_ungated(ungated):
     top = _modules(ungated)["npu"]
-    for domain in ("vector", "table", "vector_in"):
+    for domain in ("vector", "table", "vector_in", "matrix"):
         assert _driver(top, f"{domain}_clk") == "clk"
     assert "vector_open" not in ungated and "negedge" not in ungated
 
