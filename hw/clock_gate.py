@@ -23,8 +23,9 @@ the gate is closed; that is exact if every register of the domain would keep its
 such an edge anyway.  The caller's ``enable`` is that the unit is busy or started, or one of
 its read ports reads; after it falls the gate stays open ``DRAIN_CYCLES`` more cycles, so
 that the registers that follow others unconditionally (pipeline valids, registered command
-decodes, S2a's Y after X1: chains of at most four registers in hw/vpu.py and hw/table.py)
-settle on values that no longer change.  From then on every register of the domain holds
+decodes: chains of at most four registers in hw/vpu.py and hw/table.py) settle on values
+that no longer change (the VPU's X1 and Y are load domains of their own, nested in the
+unit's: they load only with an element's result, and hold otherwise).  From then on every register of the domain holds
 (its next state depends only on registers that hold and on inputs it ignores while idle:
 the command word counts only with ``start``), so closing the gate changes nothing.  The
 lockstep tests (cocotb_tests/) check that claim on the gated build against the ISA simulator,
@@ -70,10 +71,9 @@ def add_load_domain(m: Module, name: str, load) -> None:
     m.d.comb += cd.clk.eq(gated_clock(m, name, load))
 
 
-def add_unit_domain(m: Module, name: str, enable, *, gate: bool, drain: int = DRAIN_CYCLES) -> None:
+def add_unit_domain(m: Module, name: str, enable, *, gate: bool) -> None:
     """Add clock domain ``name`` to ``m``: ``sync``'s clock (gated by ``enable`` when
-    ``gate``, open ``drain`` cycles more after it falls) and ``sync``'s reset, registered on
-    the domain's clock."""
+    ``gate``) and ``sync``'s reset, registered on the domain's clock."""
     cd = ClockDomain(name, local=True)
     # The reset through a register of the domain's own clock: every register's next-state
     # logic contains the reset term, and with ``sync``'s reset there Verilator would evaluate
@@ -87,10 +87,10 @@ def add_unit_domain(m: Module, name: str, enable, *, gate: bool, drain: int = DR
     if not gate:
         m.d.comb += cd.clk.eq(ClockSignal("sync"))
         return
-    left = Signal(range(drain + 1), name=f"{name}_drain")
+    drain = Signal(range(DRAIN_CYCLES + 1), name=f"{name}_drain")
     with m.If(enable):
-        m.d.sync += left.eq(drain)
-    with m.Elif(left != 0):
-        m.d.sync += left.eq(left - 1)
+        m.d.sync += drain.eq(DRAIN_CYCLES)
+    with m.Elif(drain != 0):
+        m.d.sync += drain.eq(drain - 1)
     # open while either reset is high, so that the domain's reset register follows ``sync``'s
-    m.d.comb += cd.clk.eq(gated_clock(m, name, enable | (left != 0) | ResetSignal("sync") | rst))
+    m.d.comb += cd.clk.eq(gated_clock(m, name, enable | (drain != 0) | ResetSignal("sync") | rst))

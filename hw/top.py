@@ -88,14 +88,7 @@ class Npu(wiring.Component):
         m.submodules.csrs = csrs = CsrBlock(cfg)
         m.submodules.seq = seq = Sequencer(cfg)
         m.submodules.dma = dma = Dma(cfg)
-        mxu = Mxu(cfg, gate_weights=self.gate_idle_units)
-        # "matrix" (hw/clock_gate.py): the MXU, clocked while a MATMUL is in flight and until its
-        # pipeline has settled.  Its longest chains of unconditionally updated registers are
-        # the input skew (a lane's value ROWS registers deep) and the partial sums down a
-        # column (ROWS more), so the gate stays open that long after the unit turns idle.
-        m.submodules.mxu = DomainRenamer("matrix")(mxu)
-        add_unit_domain(m, "matrix", mxu.ctl.busy | mxu.ctl.start, gate=self.gate_idle_units,
-                        drain=2 * cfg.array_rows + 4)
+        m.submodules.mxu = mxu = Mxu(cfg, gate_weights=self.gate_idle_units)
         # Gated domains (hw/clock_gate.py): "vector" (the VPU and its operand b and c ports),
         # "table" (the TABLE unit) and "vector_in" (what both read: operand a's ports, which
         # BRANCH shares too, and the vector units' copy of IR), so that each vector unit costs
@@ -121,7 +114,7 @@ class Npu(wiring.Component):
         # transparent: an instruction is written the cycle after it arrives (hw/precheck.py)
         wiring.connect(m, seq.imem_r, imem.read_port(transparent_for=(imem_w,)))
         wiring.connect(m, dma.wsram_w, wsram.write_port())
-        wiring.connect(m, mxu.wsram_r, wsram.read_port(domain="matrix"))
+        wiring.connect(m, mxu.wsram_r, wsram.read_port())
         wiring.connect(m, dma.psram_w, psram.write_port(granularity=bus_bits))
 
         # One write port per memory (isa/ports.py): the sequencer never lets two writers of
@@ -145,7 +138,7 @@ class Npu(wiring.Component):
         # by the VPU, the TABLE unit (never running with it) and the sequencer's BRANCH
         # condition read (only while both are idle, isa/ports.py).
         wiring.connect(m, dma.asram_r, asram.read_port())
-        wiring.connect(m, mxu.asram_r, asram.read_port(domain="matrix"))
+        wiring.connect(m, mxu.asram_r, asram.read_port())
         wiring.connect(m, mxu.acc_r, acc.read_port(transparent_for=(acc_w,)))
 
         def shared_read_port(memory_, readers):

@@ -72,8 +72,7 @@ def _unit_clocks(gated: str, unit: str) -> dict[str, str]:
 
 
 @pytest.mark.parametrize("unit, domain, loads", [
-    ("npu.vpu", "vector", {"vpu_x1", "vpu_y"}), ("npu.table", "table", set()),
-    ("npu.mxu", "matrix", {f"wrow{g}" for g in range(0, SMALL_CONFIG.array_rows + 1, WEIGHT_GATE_ROWS)})])
+    ("npu.vpu", "vector", {"vpu_x1", "vpu_y"}), ("npu.table", "table", set())])
 def test_units_run_on_their_own_clocks(gated, unit, domain, loads):
     """Every register of a gated unit is clocked by its domain's gated clock or by a load
     domain's gate of that clock, never by ``clk``."""
@@ -100,7 +99,7 @@ def test_vpu_data_stages_load_on_their_own_clocks(gated, ungated):
     assert "_open" not in _modules(ungated)["npu.vpu"]
 
 
-@pytest.mark.parametrize("domain", ["vector", "table", "vector_in", "matrix"])
+@pytest.mark.parametrize("domain", ["vector", "table", "vector_in"])
 def test_the_gates_open_on_the_falling_edge(gated, domain):
     top = _modules(gated)["npu"]
     # the gate register is loaded while the clock is low, so the AND never glitches
@@ -117,14 +116,14 @@ def test_vector_read_ports_are_in_the_gated_domains(gated):
         for mem in re.findall(r"<= (asram|wsram|acc|psram)\[", body):
             by_memory.setdefault(mem, []).append(_gated_domain(top, clock))
     assert by_memory["psram"] == ["vector"] * 3
-    # the DMA's ASRAM reads on clk, the MXU's on its own (its transparent ACC read, which
-    # must share the write port's clock, registers its address instead)
-    assert sorted(by_memory["asram"]) == ["clk", "matrix", "vector", "vector", "vector_in"]
+    # the DMA's and the MXU's ASRAM reads on clk (the MXU's transparent ACC read registers its
+    # address instead)
+    assert sorted(by_memory["asram"]) == ["clk", "clk", "vector", "vector", "vector_in"]
     assert sorted(by_memory["acc"]) == ["vector", "vector", "vector_in"]
-    assert by_memory["wsram"] == ["matrix"]
+    assert by_memory["wsram"] == ["clk"]
 
 
-@pytest.mark.parametrize("domain", ["vector", "table", "vector_in", "matrix"])
+@pytest.mark.parametrize("domain", ["vector", "table", "vector_in"])
 def test_the_domain_resets_are_registered_on_their_own_clocks(gated, domain):
     """With ``sync``'s reset in their next-state logic, Verilator would evaluate the gated
     units' registers at every ``clk`` edge after all."""
@@ -135,7 +134,7 @@ def test_the_domain_resets_are_registered_on_their_own_clocks(gated, domain):
 
 def test_synthesis_builds_it_ungated(ungated):
     top = _modules(ungated)["npu"]
-    for domain in ("vector", "table", "vector_in", "matrix"):
+    for domain in ("vector", "table", "vector_in"):
         assert _driver(top, f"{domain}_clk") == "clk"
     assert "vector_open" not in ungated and "negedge" not in ungated
 
