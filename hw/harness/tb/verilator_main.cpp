@@ -7,15 +7,16 @@
 // Why: cocotb's loop services VPI at every time step (value-change callbacks three or four
 // times, the ReadWrite/ReadOnly/NextSimTime callback lists, the next deadline), about 15% of
 // a 16x16 NPU's run time (PERFORMANCE.md, "RTL simulation speed"), although while a program
-// runs the testbench awaits nothing but tb_top's `dumped` (and its own timeout and progress
-// timers).  The testbench says so by setting tb_top's `fast_forward` input; while it is set,
-// this loop evaluates time step after time step with no VPI work at all, and returns to the
-// full loop as soon as `dumped` changes, the next cocotb timer is due, or the model has no
-// more events.  The full loop then evaluates the same time step again (nothing is pending,
-// so nothing changes) and runs the value-change callbacks, which see `dumped`'s new value:
-// cocotb observes exactly the edges and times it would have without the fast path.
+// runs the testbench awaits nothing but tb_top's `stopped` or `dumped` (and its own timeout
+// and progress timers).  The testbench says so by setting tb_top's `fast_forward` input;
+// while it is set, this loop evaluates time step after time step with no VPI work at all,
+// and returns to the full loop as soon as `stopped` or `dumped` changes, the next cocotb
+// timer is due, or the model has no more events.  The full loop then evaluates the same time
+// step again (nothing is pending, so nothing changes) and runs the value-change callbacks,
+// which see the new value: cocotb observes exactly the edges and times it would have
+// without the fast path.
 //
-// The contract: set `fast_forward` only while awaiting `dumped` and timers.  An await on any
+// The contract: set `fast_forward` only while awaiting `stopped`, `dumped` and timers.  An await on any
 // other signal's edge, or ReadWrite/ReadOnly, would be served late (at the next return to
 // the full loop), so clear it first.
 
@@ -69,9 +70,10 @@ static void wrap_up() {
 // whether it evaluated any.
 static bool fast_forward(Vtop *top) {
     const auto dumped = top->dumped;
+    const auto stopped = top->stopped;
     const vluint64_t deadline = VerilatedVpi::cbNextDeadline();
     bool stepped = false;
-    while (top->fast_forward && top->dumped == dumped && !Verilated::gotFinish()) {
+    while (top->fast_forward && top->dumped == dumped && top->stopped == stopped && !Verilated::gotFinish()) {
         if (!top->eventsPending()) break;
         const vluint64_t next = top->nextTimeSlot();
         if (next >= deadline) break;
