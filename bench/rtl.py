@@ -1,6 +1,7 @@
 """RTL simulation speed and ISA-simulator/RTL cycle agreement (the 16x16 default NPU).
 
-Runs the long MATMUL-bound, VPU-bound and TABLE-bound programs of hw/harness/workloads.py on the Verilator model and on
+Runs the long MATMUL-bound, VPU-bound and TABLE-bound programs of hw/harness/workloads.py, and
+(unless quick) the bundled AlexNet and MobileNetV2 whole, on the Verilator model and on
 the ISA simulator, and reports the simulated cycles per second of wall time of each (the RTL's
 simulation only, process start-up excluded; the ISA simulator's whole ``run``) and whether
 the cycle counts and memories agree.
@@ -14,6 +15,34 @@ from isa import DEFAULT_CONFIG
 from isa.program import Program
 
 DESCRIPTION = "RTL (Verilator) simulation speed and its cycle agreement with the ISA simulator"
+# bundled networks run whole (built on first use, as `make sim MODEL=...` does)
+NETWORKS = ("alexnet", "mobilenetv2")
+
+
+def _network_row(name: str, build_dir) -> tuple:
+    """One row: bundled network ``name`` compiled for the default NPU, on the RTL and the ISA
+    simulator, with the same input."""
+    import numpy as np
+
+    from hw.harness.simulation import run_program
+    from npu import backends
+    from npu.demo import find_model
+    from sim.isa.sim import IsaSim
+
+    model_path, input_path = find_model(name)
+    model = backends.load_model(str(model_path))
+    with np.load(input_path) as data:
+        inputs = backends.bind_inputs({k: data[k] for k in data.files}, model.input_names, str(input_path))
+    program = backends.compile_model(model, DEFAULT_CONFIG)
+    memory = bytes(program.memory_image(inputs))
+    rtl = run_program(program, memory, build_dir=build_dir)
+    t = time.perf_counter()
+    isa = IsaSim(DEFAULT_CONFIG).run(program, memory)
+    isa_seconds = time.perf_counter() - t
+    same = rtl.cycles == isa.cycles and bytes(rtl.memory) == bytes(isa.memory)[:len(rtl.memory)]
+    return (f"{name} (whole network)", rtl.cycles / 1e3, rtl.wall_seconds, rtl.cycles_per_second / 1e3,
+            isa.cycles / 1e3, isa_seconds, isa.cycles / isa_seconds / 1e3,
+            "equal cycles and memory" if same else "DIFFERENT")
 
 
 def run(ctx: BenchContext) -> list[Table]:
@@ -45,5 +74,11 @@ def run(ctx: BenchContext) -> list[Table]:
         table.add(label, rtl.cycles / 1e3, rtl.wall_seconds, rtl.cycles_per_second / 1e3, isa.cycles / 1e3,
                   isa_seconds, isa.cycles / isa_seconds / 1e3,
                   "equal cycles and memory" if same else "DIFFERENT")
+    if not ctx.quick:
+        for name in NETWORKS:
+            ctx.log(f"[rtl] {name}")
+            table.add(*_network_row(name, build_dir))
     table.notes.append("target for the whole NPU (RTL): >= 1M cycles/s; see PERFORMANCE.md, RTL simulation speed")
+    table.notes.append("RTL s: the simulation from the start to the NPU's stop (the memory image's load and dump, "
+                       "tens of MB of hex for a network, are the harness's I/O and excluded)")
     return [table]
