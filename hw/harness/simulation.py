@@ -25,8 +25,12 @@ and the MXU's weight rows cost nothing while they have nothing to do (MATMUL-bou
 without servicing VPI while the testbench only awaits the end of the program (1.09x on the
 MATMUL-bound program, 1.07x TABLE-bound, 1.02x VPU-bound, without the profile).  The design
 avoids what Verilator builds slowly: no expression over 64 bits in the VPU's lanes (1.46x on
-the VPU-bound program), few gated clocks (the MXU's weight rows four to a clock).  What
-remains is the design's own evaluation (the MXU's multiply-adds, a busy vector unit).
+the VPU-bound program), few gated clocks (the MXU's weight rows four to a clock), and
+the VPU's once-per-vector stages (X1, Y) clocked only when they load, with S2a's logic
+reading X1's domain only (AlexNet 847k -> 940k cycles/s).  What remains is the design's own
+evaluation (the MXU's multiply-adds, a busy vector unit): about 1.1M cycles/s on AlexNet
+(``python -m bench rtl``).  The reported time runs from the start to the NPU's stop; the
+memory image's load and dump are outside it.
 """
 from __future__ import annotations
 
