@@ -38,6 +38,12 @@ zero point and four clamps in one cycle (17 MHz placed on the ECP5, the slowest 
 E cuts the memory read and decode off the multiply, Y cuts the multiply and rounding
 shift off the clamps (docs/hardware.md "Timing").
 
+X1 (with S2a's settings) and Y load once per output vector and are reset-less registers
+with an enable; in simulation builds (``gate_stages``) each is a load domain
+(hw/clock_gate.py) clocked only when it loads, and S2a reads only X1's domain, so
+Verilator evaluates the rounding shift once per vector rather than every cycle
+(PERFORMANCE.md, "RTL simulation speed").
+
 The unit is busy from the cycle after the command through the last write and takes the
 next command only when idle (so it never overlaps its own instructions).  Per lane, the
 arithmetic is exactly the docs' (isa/instructions.py): wrapping where they wrap, exact
