@@ -86,8 +86,7 @@ def run_model(name: str, model_path: Path, input_path: Path, config: NpuConfig, 
     from sim.isa.sim import IsaSim
 
     model = backends.load_model(str(model_path))
-    with np.load(input_path) as data:
-        inputs = backends.bind_inputs({k: data[k] for k in data.files}, model.input_names, str(input_path))
+    inputs = backends.load_inputs(input_path, model)
     ctx.log(f"[bench] roofline {name}: reference interpreter")
     golden, _ = backends.run(model, inputs, "ref", config)
     ctx.log(f"[bench] roofline {name}: compiling")

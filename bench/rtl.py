@@ -19,36 +19,35 @@ DESCRIPTION = "RTL (Verilator) simulation speed and its cycle agreement with the
 NETWORKS = ("alexnet", "mobilenetv2")
 
 
-def _network_row(name: str, build_dir) -> tuple:
-    """One row: bundled network ``name`` compiled for the default NPU, on the RTL and the ISA
-    simulator, with the same input."""
-    import numpy as np
-
-    from hw.harness.simulation import run_program
+def _network(name: str) -> tuple[Program, bytes]:
+    """Bundled network ``name`` compiled for the default NPU, and its memory image with the
+    bundled input."""
     from npu import backends
     from npu.demo import find_model
-    from sim.isa.sim import IsaSim
 
     model_path, input_path = find_model(name)
     model = backends.load_model(str(model_path))
-    with np.load(input_path) as data:
-        inputs = backends.bind_inputs({k: data[k] for k in data.files}, model.input_names, str(input_path))
     program = backends.compile_model(model, DEFAULT_CONFIG)
-    memory = bytes(program.memory_image(inputs))
+    return program, bytes(program.memory_image(backends.load_inputs(input_path, model)))
+
+
+def _row(label: str, program: Program, memory: bytes, build_dir) -> tuple:
+    """One row of the table: ``program`` on the RTL and on the ISA simulator, from ``memory``."""
+    from hw.harness.simulation import run_program
+    from sim.isa.sim import IsaSim
+
     rtl = run_program(program, memory, build_dir=build_dir)
     t = time.perf_counter()
-    isa = IsaSim(DEFAULT_CONFIG).run(program, memory)
+    isa = IsaSim(program.config).run(program, memory)
     isa_seconds = time.perf_counter() - t
     same = rtl.cycles == isa.cycles and bytes(rtl.memory) == bytes(isa.memory)[:len(rtl.memory)]
-    return (f"{name} (whole network)", rtl.cycles / 1e3, rtl.wall_seconds, rtl.cycles_per_second / 1e3,
-            isa.cycles / 1e3, isa_seconds, isa.cycles / isa_seconds / 1e3,
-            "equal cycles and memory" if same else "DIFFERENT")
+    return (label, rtl.cycles / 1e3, rtl.wall_seconds, rtl.cycles_per_second / 1e3, isa.cycles / 1e3,
+            isa_seconds, isa.cycles / isa_seconds / 1e3, "equal cycles and memory" if same else "DIFFERENT")
 
 
 def run(ctx: BenchContext) -> list[Table]:
     from hw.harness.workloads import long_program, table_program, vector_program, workload_memory
-    from hw.harness.simulation import build, run_program
-    from sim.isa.sim import IsaSim
+    from hw.harness.simulation import build
 
     config = DEFAULT_CONFIG
     table = Table("rtl", f"RTL simulation speed ({config.array_rows}x{config.array_cols} NPU, Verilator)",
@@ -65,19 +64,11 @@ def run(ctx: BenchContext) -> list[Table]:
                                 ("TABLE-bound (int16 interpolated lookups)", table_program)):
         ctx.log(f"[rtl] {label}")
         program = Program(config, make_program(config, reps if make_program is long_program else reps // 10))
-        memory = workload_memory(program)
-        rtl = run_program(program, memory, build_dir=build_dir)
-        t = time.perf_counter()
-        isa = IsaSim(config).run(program, memory)
-        isa_seconds = time.perf_counter() - t
-        same = rtl.cycles == isa.cycles and bytes(rtl.memory) == bytes(isa.memory)[:len(rtl.memory)]
-        table.add(label, rtl.cycles / 1e3, rtl.wall_seconds, rtl.cycles_per_second / 1e3, isa.cycles / 1e3,
-                  isa_seconds, isa.cycles / isa_seconds / 1e3,
-                  "equal cycles and memory" if same else "DIFFERENT")
+        table.add(*_row(label, program, workload_memory(program), build_dir))
     if not ctx.quick:
         for name in NETWORKS:
             ctx.log(f"[rtl] {name}")
-            table.add(*_network_row(name, build_dir))
+            table.add(*_row(f"{name} (whole network)", *_network(name), build_dir))
     table.notes.append("target for the whole NPU (RTL): >= 1M cycles/s; see PERFORMANCE.md, RTL simulation speed")
     table.notes.append("RTL s: the simulation from the start to the NPU's stop (the memory image's load and dump, "
                        "tens of MB of hex for a network, are the harness's I/O and excluded)")

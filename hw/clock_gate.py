@@ -25,8 +25,8 @@ its read ports reads; after it falls the gate stays open ``DRAIN_CYCLES`` more c
 that the registers that follow others unconditionally (pipeline valids, registered command
 decodes: chains of at most four registers in hw/vpu.py and hw/table.py) settle on values
 that no longer change (the VPU's X1 and Y are load domains of their own, nested in the
-unit's: they load only with an element's result, and hold otherwise).  From then on every register of the domain holds
-(its next state depends only on registers that hold and on inputs it ignores while idle:
+unit's: they load only with an element's result, and hold otherwise).  From then on every
+register of the domain holds (its next state depends only on registers that hold and on inputs it ignores while idle:
 the command word counts only with ``start``), so closing the gate changes nothing.  The
 lockstep tests (cocotb_tests/) check that claim on the gated build against the ISA simulator,
 and the board top (hw/board/), built ungated for synthesis, runs the same programs bit-exactly
@@ -41,7 +41,7 @@ from __future__ import annotations
 
 from amaranth import ClockDomain, ClockSignal, Module, ResetSignal, Signal
 
-__all__ = ["DRAIN_CYCLES", "add_load_domain", "add_unit_domain", "gated_clock"]
+__all__ = ["DRAIN_CYCLES", "add_load_domain", "add_unit_domain", "gated_clock", "load_registers"]
 
 # cycles the gate stays open after ``enable`` falls: more than the longest chain of
 # unconditionally updated registers in a gated unit (four), with margin
@@ -69,6 +69,30 @@ def add_load_domain(m: Module, name: str, load) -> None:
     cd = ClockDomain(name, local=True, reset_less=True)
     m.domains += cd
     m.d.comb += cd.clk.eq(gated_clock(m, name, load))
+
+
+class _Enabled:
+    """``m.d.sync`` under an enable: ``target += statements`` assigns them when ``load`` is
+    high (``load_registers``' synthesis form)."""
+
+    def __init__(self, m: Module, load):
+        self._m, self._load = m, load
+
+    def __iadd__(self, statements):
+        with self._m.If(self._load):
+            self._m.d.sync += statements
+        return self
+
+
+def load_registers(m: Module, name: str, load, *, gate: bool):
+    """Where to assign (``target += statements``, unconditionally) registers of ``sync`` that
+    load only when ``load`` is high: with ``gate``, load domain ``name`` (``add_load_domain``:
+    clocked only then); without, ``sync`` with ``load`` as their enable.  The registers must be
+    reset-less (a load domain has no reset)."""
+    if gate:
+        add_load_domain(m, name, load)
+        return m.d[name]
+    return _Enabled(m, load)
 
 
 def add_unit_domain(m: Module, name: str, enable, *, gate: bool) -> None:

@@ -60,7 +60,7 @@ from amaranth.utils import ceil_log2
 from isa.config import NpuConfig
 from isa.instructions import OPCODE_BITS, PoolMode, ValuOp, VecMem
 from isa.vector import MAX_ROWS, PARAM_ROWS
-from hw.clock_gate import add_load_domain
+from hw.clock_gate import load_registers
 from hw.decode import instr_layout, opcode
 from hw.interfaces import UnitCtlSignature
 from hw.sequencer import vpu_cmd_layout
@@ -69,19 +69,6 @@ from hw.vpu_config import VpuConfig, command_fields, derive
 from hw.vpu_lanes import decode_lanes, lane_product, valu_result
 
 LANE_BITS = 32
-
-
-class _Enabled:
-    """``m.d.sync`` under an enable: ``enabled += statements`` assigns them in ``sync`` when
-    ``load`` is high (the ungated form of a load domain, hw/vpu.py ``Vpu._load``)."""
-
-    def __init__(self, m, load):
-        self._m, self._load = m, load
-
-    def __iadd__(self, statements):
-        with self._m.If(self._load):
-            self._m.d.sync += statements
-        return self
 OPERANDS = ("a", "b", "c")
 
 
@@ -103,16 +90,6 @@ class Vpu(wiring.Component):
         members["asram_w"] = In(WritePort.Signature(addr_width=ceil_log2(config.asram_rows), shape=narrow))
         members["acc_w"] = In(WritePort.Signature(addr_width=ceil_log2(config.acc_rows), shape=wide))
         super().__init__(members)
-
-    def _load(self, m, name: str, load):
-        """Where registers that load only when ``load`` is high are assigned (unconditionally):
-        a domain of ``sync``'s clock gated by ``load`` in simulation builds (hw/clock_gate.py
-        ``add_load_domain``), else ``sync`` under ``load`` as an enable.  The registers must be
-        reset-less (a load domain has no reset)."""
-        if self.gate_stages:
-            add_load_domain(m, name, load)
-            return m.d[name]
-        return _Enabled(m, load)
 
     def read_ports(self, memory: str) -> list:
         """The read ports on ``memory`` ("asram", "acc", "psram"), for hw/top.py."""
@@ -306,13 +283,14 @@ class Vpu(wiring.Component):
         m.d.sync += s1.eq(final & c.dw)
         # X1 and Y (below) are data registers that load once per vector: reset-less, loaded
         # with an enable, in simulation builds in a domain clocked only when they load
-        # (``_load``), so their next-state logic (the multiply, the rounding shift) costs
+        # (hw/clock_gate.py ``load_registers``), so their next-state logic (the multiply, the rounding shift) costs
         # Verilator nothing in the other cycles of a vector
         x1 = [Signal(signed(64), name=f"x1_{n}", reset_less=True) for n in range(L)]
         x1_neg = [Signal(name=f"x1_neg{n}", reset_less=True) for n in range(L)]
         pool = [Signal(signed(32), name=f"pool{n}") for n in range(L)]
         alu = valu_result(m, c, values, L)
-        x1_load = self._load(m, "vpu_x1", (final & ~c.dw) | s1)
+        x1_loads = named(m, (final & ~c.dw) | s1, "x1_loads")    # an element's result, or S1's
+        x1_load = load_registers(m, "vpu_x1", x1_loads, gate=self.gate_stages)
         pool_max = named(m, c.pool_mode == PoolMode.MAX, "pool_max")
         # The multiplier's mode, decoded with the command and registered beside its settings,
         # so that the multiply's operand muxes start at a flag register, not at the op's decode.
@@ -361,7 +339,7 @@ class Vpu(wiring.Component):
             # at the last element (not VDWCONV's): the element's result; at VDWCONV's S1, the
             # scaled sum
             x1_load += [
-                x1[n].eq(Mux(s1, product, Mux(use_product, product, Mux(c.is_pool, reduced, alu[n])))),
+                x1[n].eq(Mux(s1 | use_product, product, Mux(c.is_pool, reduced, alu[n]))),
                 x1_neg[n].eq(Mux(s1, pool[n] < 0, v32 < 0)),
                 # (VDWCONV, at S1: the scale's shift, as for ACT)
                 x1_sh[n].eq(Mux(right_shift, b[:5], Mux(c.is_valu, sh_cmd, shift[n]))),
@@ -369,9 +347,9 @@ class Vpu(wiring.Component):
 
         # -- t+3, S2a: the rounding shift of X1 into Y (VALU: the op's last step) ---------------
         x_valid = Signal()
-        m.d.sync += x_valid.eq((final & ~c.dw) | s1)
+        m.d.sync += x_valid.eq(x1_loads)
         y_base = [Signal(signed(36), name=f"y_base{n}", reset_less=True) for n in range(L)]
-        y_load = self._load(m, "vpu_y", x_valid)
+        y_load = load_registers(m, "vpu_y", x_valid, gate=self.gate_stages)
         for n in range(L):
             sh = x1_sh[n]
             # 1 << (sh-1), or 0 when sh == 0, as a one-hot decode of sh rather than a shift of

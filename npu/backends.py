@@ -50,6 +50,13 @@ class Model:
         return [b.name for b in self.program.inputs]
 
 
+def load_inputs(path, model: Model) -> dict[str, np.ndarray]:
+    """The arrays of IN.npz ``path`` (read by tosa_ir.safe_io), bound to ``model``'s inputs."""
+    from tosa_ir.safe_io import load_npz
+
+    return bind_inputs(load_npz(path, "inputs"), model.input_names, str(path))
+
+
 def bind_inputs(given: dict[str, np.ndarray], expected: list[str], source: str) -> dict[str, np.ndarray]:
     """Match IN.npz keys to input names; a single array binds to a single input whatever its key."""
     if len(expected) == 1 and len(given) == 1:

@@ -117,12 +117,6 @@ def _add_board_parser(sub) -> None:
     link_args(ping)
 
 
-def _load_inputs(path: str) -> dict[str, np.ndarray]:
-    from tosa_ir.safe_io import load_npz
-
-    return load_npz(path, "inputs")
-
-
 def _check_writable(*paths: str | None) -> None:
     """Fail before the (possibly long) work if an output cannot be written."""
     import os
@@ -164,8 +158,7 @@ def cmd_run(args) -> int:
         config = model.program.config       # an image names its configuration
     else:
         config = _load_config(args.config)
-    given = _load_inputs(args.inputs)
-    inputs = backends.bind_inputs(given, model.input_names, args.inputs)
+    inputs = backends.load_inputs(args.inputs, model)
     if model.quantized is not None:
         from npu.calibration import quantize_inputs
 
@@ -201,7 +194,7 @@ def cmd_board(args) -> int:
         config = model.program.config
     else:
         config = _load_config(args.config)
-    inputs = backends.bind_inputs(_load_inputs(args.inputs), model.input_names, args.inputs)
+    inputs = backends.load_inputs(args.inputs, model)
     if model.quantized is not None:
         from npu.calibration import quantize_inputs
 

@@ -84,9 +84,7 @@ def main(argv=None) -> int:
     try:
         model_path, input_path = find_model(args.model)
         model = backends.load_model(str(model_path))
-        with np.load(input_path) as data:
-            inputs = {k: data[k] for k in data.files}
-        inputs = backends.bind_inputs(inputs, model.input_names, str(input_path))
+        inputs = backends.load_inputs(input_path, model)
         print(f"model {args.model}: {model_path.relative_to(ROOT)}", flush=True)
         t = time.perf_counter()
         golden, _ = backends.run(model, inputs, "ref", DEFAULT_CONFIG)

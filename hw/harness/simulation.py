@@ -289,9 +289,10 @@ def _verilate(config, verilog_text, tb_text, root: Path, key: str, waves: bool, 
         # Keep only what runs need: the compiler's intermediates are ~170 MB for 16x16.
         # NPU_RTL_KEEP=1 keeps them (to read the generated C++ beside a profile).
         keep = {TOPLEVEL, "npu.v", "tb_top.sv", "config.json", "build.log"}
-        for item in tmp.iterdir() if os.environ.get("NPU_RTL_KEEP", "0") == "0" else ():
-            if item.name not in keep:
-                shutil.rmtree(item) if item.is_dir() else item.unlink()
+        if os.environ.get("NPU_RTL_KEEP", "0") == "0":
+            for item in tmp.iterdir():
+                if item.name not in keep:
+                    shutil.rmtree(item) if item.is_dir() else item.unlink()
         os.replace(tmp, root / key)
     finally:
         if tmp.exists():

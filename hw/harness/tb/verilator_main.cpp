@@ -16,9 +16,9 @@
 // which see the new value: cocotb observes exactly the edges and times it would have
 // without the fast path.
 //
-// The contract: set `fast_forward` only while awaiting `stopped`, `dumped` and timers.  An await on any
-// other signal's edge, or ReadWrite/ReadOnly, would be served late (at the next return to
-// the full loop), so clear it first.
+// The contract: set `fast_forward` only while awaiting `stopped`, `dumped` and timers.  An
+// await on any other signal's edge, or ReadWrite/ReadOnly, would be served late (at the next
+// return to the full loop), so clear it first.
 
 #include <stdio.h>
 
@@ -73,7 +73,8 @@ static bool fast_forward(Vtop *top) {
     const auto stopped = top->stopped;
     const vluint64_t deadline = VerilatedVpi::cbNextDeadline();
     bool stepped = false;
-    while (top->fast_forward && top->dumped == dumped && top->stopped == stopped && !Verilated::gotFinish()) {
+    while (top->fast_forward && top->dumped == dumped && top->stopped == stopped
+           && !Verilated::gotFinish()) {
         if (!top->eventsPending()) break;
         const vluint64_t next = top->nextTimeSlot();
         if (next >= deadline) break;
