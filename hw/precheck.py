@@ -36,6 +36,7 @@ from isa import matmul
 from isa.config import NpuConfig
 from isa.instructions import (DMA_ELEM_SIZES, INSTR_BITS, INSTR_BYTES, INSTRUCTIONS, OPCODE_BITS, BranchTest,
                               MatmulAType, MatmulWType, Sram, VecDst, loop_increments, space_size)
+from hw.clock_gate import load_registers
 from hw.decode import RESERVED, instr_layout
 from hw.table_check import table_errors
 from hw.vpu_check import CHECKED as VECTOR_CHECKED, Term, as_signed, capped, capped_product, excess, mul, vector_errors
@@ -225,14 +226,19 @@ class PreCheck(wiring.Component):
     assembled instruction and its registered copy): the multipliers then end at a register
     and the sums start at one.  Instructions share the multipliers (product i of each
     instruction on multiplier i), as Yosys shares them between the cases of the one-piece
-    form."""
+    form.  The registers load only in cycles in which ``load`` is high (the cycle an
+    instruction's last bus word arrives): with ``gate`` (simulation builds) they are a load
+    domain (hw/clock_gate.py), so that Verilator evaluates the products once per fetched
+    instruction instead of every cycle; without, they are registers with an enable."""
 
-    def __init__(self, config: NpuConfig, staged: bool = False):
+    def __init__(self, config: NpuConfig, staged: bool = False, *, gate: bool = False):
         self.config = config
         self.staged = staged
+        self.gate = gate
         ports = {"word": In(INSTR_BITS), "pc": In(index_bits(config)), "pre": Out(pre_layout(config))}
         if staged:
             ports["word_early"] = In(INSTR_BITS)
+            ports["load"] = In(1, init=1)
         super().__init__(ports)
 
     def elaborate(self, platform):
@@ -255,6 +261,7 @@ class PreCheck(wiring.Component):
                       mul=lambda a, b, found=found: found.append((Value.cast(a), Value.cast(b))) or a * b,
                       early=lambda x, seen=seen: seen.append(Value.cast(x)) or x)
             slots = max(len(p) for p in pairs.values())
+            stage = load_registers(m, "precheck", self.load, gate=self.gate)
 
             def width(v):
                 return v.shape().width + (0 if v.shape().signed else 1)
@@ -269,8 +276,8 @@ class PreCheck(wiring.Component):
                             a, b = pairs[defn.name][i]
                             with m.Case(defn.opcode):
                                 m.d.comb += [sa.eq(a), sb.eq(b)]
-                product = Signal(signed(len(sa) + len(sb)), name=f"pre_p{i}")
-                m.d.sync += product.eq(sa * sb)
+                product = Signal(signed(len(sa) + len(sb)), name=f"pre_p{i}", reset_less=True)
+                stage += product.eq(sa * sb)
                 for defn in INSTRUCTIONS:
                     if len(pairs[defn.name]) > i:
                         a, b = pairs[defn.name][i]
@@ -279,12 +286,14 @@ class PreCheck(wiring.Component):
                         replays.setdefault(defn.name, []).append(value.as_signed() if shape.signed else value)
             for i in range(max(len(e) for e in earlies.values())):
                 used = [e[i] for e in earlies.values() if len(e) > i]
-                reg = Signal(signed(max(width(x) for x in used)), name=f"pre_e{i}")
+                reg = Signal(signed(max(width(x) for x in used)), name=f"pre_e{i}", reset_less=True)
+                value = Signal.like(reg, name=f"pre_e{i}_next")
                 with m.Switch(self.word_early[:OPCODE_BITS]):
                     for defn in INSTRUCTIONS:
                         if len(earlies[defn.name]) > i:
                             with m.Case(defn.opcode):
-                                m.d.sync += reg.eq(earlies[defn.name][i])
+                                m.d.comb += value.eq(earlies[defn.name][i])
+                stage += reg.eq(value)
                 for defn in INSTRUCTIONS:
                     if len(earlies[defn.name]) > i:
                         shape = earlies[defn.name][i].shape()

@@ -73,6 +73,7 @@ from isa.ports import BRANCH_PORT_UNIT, WRITERS, other_writer, writes
 from isa.instructions import (BRANCH_LIMIT_BITS, BY_NAME, INSTR_BITS, INSTR_BYTES, OPCODE_BITS, BranchTest,
                               BranchType, ErrorCode, Unit, VecDst)
 from hw.checker import CODE_BITS, PC_BITS, InstrChecker
+from hw.clock_gate import load_registers
 from hw.decode import fields_layout, instr_layout, opcode
 from hw.interfaces import ExtBusSignature, UnitCtlSignature
 from hw.loop import LoopStack
@@ -97,8 +98,14 @@ def vpu_cmd_layout():
 
 
 class Sequencer(wiring.Component):
-    def __init__(self, config: NpuConfig):
+    """The sequencer for ``config``; ``gate_fetch``: the registers that take a fetched
+    instruction (its word, index, row and precheck products) are a load domain, clocked only
+    when an instruction's last bus word arrives (simulation builds, hw/clock_gate.py; else
+    registers with an enable)."""
+
+    def __init__(self, config: NpuConfig, *, gate_fetch: bool = False):
         self.config = config
+        self.gate_fetch = gate_fetch
         if INSTR_BITS % (8 * config.bus_bytes):
             raise ValueError("an instruction must be a whole number of bus words")
         if config.imem_rows & (config.imem_rows - 1):
@@ -138,7 +145,7 @@ class Sequencer(wiring.Component):
         bus_bits = 8 * cfg.bus_bytes
         wpi = self.words_per_instr
         m.submodules.checker = checker = InstrChecker(cfg, precomputed=True)
-        m.submodules.precheck = precheck = PreCheck(cfg, staged=True)
+        m.submodules.precheck = precheck = PreCheck(cfg, staged=True, gate=self.gate_fetch)
 
         imem_aw = ceil_log2(cfg.imem_rows)
         prog_len = Signal(PC_BITS)
@@ -201,19 +208,26 @@ class Sequencer(wiring.Component):
         # transparent for that write (hw/top.py), so reading it in that cycle sees it.  The
         # precheck's products are formed from the assembled word (``packed``) in the arrival
         # cycle and registered alongside it.
+        # What is written is read only in the write cycle (``wr_valid``), so the registers
+        # load only on arrival.
         wr_valid = Signal()
-        wr_row = Signal(imem_aw)
-        wr_word = Signal(INSTR_BITS)
-        wr_pc = Signal(pc_bits)
-        m.d.sync += wr_valid.eq(0)
-        m.d.comb += [precheck.word_early.eq(packed), precheck.word.eq(wr_word), precheck.pc.eq(wr_pc),
+        wr_row = Signal(imem_aw, reset_less=True)
+        wr_word = Signal(INSTR_BITS, reset_less=True)
+        wr_pc = Signal(pc_bits, reset_less=True)
+        word_in = Signal()
+        last_word_in = Signal()
+        m.d.comb += [word_in.eq(self.bus.resp_valid & live[-1]), last_word_in.eq(word_in & (resp_word == wpi - 1))]
+        m.d.sync += wr_valid.eq(last_word_in)
+        written = load_registers(m, "fetch", last_word_in, gate=self.gate_fetch)
+        written += [wr_row.eq(arrived[:imem_aw]), wr_pc.eq(arrived), wr_word.eq(packed)]
+        m.d.comb += [precheck.word_early.eq(packed), precheck.load.eq(last_word_in),
+                     precheck.word.eq(wr_word), precheck.pc.eq(wr_pc),
                      self.imem_w.en.eq(wr_valid), self.imem_w.addr.eq(wr_row),
                      self.imem_w.data.eq(Cat(wr_word, precheck.pre))]
-        with m.If(self.bus.resp_valid & live[-1]):
+        with m.If(word_in):
             m.d.sync += pack.eq(packed)
             with m.If(resp_word == wpi - 1):
-                m.d.sync += [resp_word.eq(0), arrived.eq(arrived + 1),
-                             wr_valid.eq(1), wr_row.eq(arrived[:imem_aw]), wr_pc.eq(arrived), wr_word.eq(packed)]
+                m.d.sync += [resp_word.eq(0), arrived.eq(arrived + 1)]
             with m.Else():
                 m.d.sync += resp_word.eq(resp_word + 1)
 

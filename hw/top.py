@@ -86,7 +86,7 @@ class Npu(wiring.Component):
         m.submodules.psram = psram = memory.Memory(shape=wide, depth=cfg.psram_rows, init=[])
 
         m.submodules.csrs = csrs = CsrBlock(cfg)
-        m.submodules.seq = seq = Sequencer(cfg)
+        m.submodules.seq = seq = Sequencer(cfg, gate_fetch=self.gate_idle_units)
         m.submodules.dma = dma = Dma(cfg)
         m.submodules.mxu = mxu = Mxu(cfg, gate_weights=self.gate_idle_units)
         # Gated domains (hw/clock_gate.py): "vector" (the VPU and its operand b and c ports),
