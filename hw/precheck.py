@@ -226,8 +226,8 @@ class PreCheck(wiring.Component):
     assembled instruction and its registered copy): the multipliers then end at a register
     and the sums start at one.  Instructions share the multipliers (product i of each
     instruction on multiplier i), as Yosys shares them between the cases of the one-piece
-    form.  The registers load only in cycles in which ``load`` is high (the cycle an
-    instruction's last bus word arrives): with ``gate`` (simulation builds) they are a load
+    form.  The registers load only in cycles in which ``load`` is high (the sequencer: the
+    cycle an instruction's last bus word arrives; undriven, it is high in every cycle): with ``gate`` (simulation builds) they are a load
     domain (hw/clock_gate.py), so that Verilator evaluates the products once per fetched
     instruction instead of every cycle; without, they are registers with an enable."""
 

@@ -99,7 +99,7 @@ def vpu_cmd_layout():
 
 class Sequencer(wiring.Component):
     """The sequencer for ``config``; ``gate_fetch``: the registers that take a fetched
-    instruction (its word, index, row and precheck products) are a load domain, clocked only
+    instruction (its word, index and precheck products) are a load domain, clocked only
     when an instruction's last bus word arrives (simulation builds, hw/clock_gate.py; else
     registers with an enable)."""
 
@@ -211,18 +211,17 @@ class Sequencer(wiring.Component):
         # What is written is read only in the write cycle (``wr_valid``), so the registers
         # load only on arrival.
         wr_valid = Signal()
-        wr_row = Signal(imem_aw, reset_less=True)
         wr_word = Signal(INSTR_BITS, reset_less=True)
-        wr_pc = Signal(pc_bits, reset_less=True)
+        wr_pc = Signal(pc_bits, reset_less=True)      # its index; its row is the index mod imem_rows
         word_in = Signal()
         last_word_in = Signal()
         m.d.comb += [word_in.eq(self.bus.resp_valid & live[-1]), last_word_in.eq(word_in & (resp_word == wpi - 1))]
         m.d.sync += wr_valid.eq(last_word_in)
         written = load_registers(m, "fetch", last_word_in, gate=self.gate_fetch)
-        written += [wr_row.eq(arrived[:imem_aw]), wr_pc.eq(arrived), wr_word.eq(packed)]
+        written += [wr_pc.eq(arrived), wr_word.eq(packed)]
         m.d.comb += [precheck.word_early.eq(packed), precheck.load.eq(last_word_in),
                      precheck.word.eq(wr_word), precheck.pc.eq(wr_pc),
-                     self.imem_w.en.eq(wr_valid), self.imem_w.addr.eq(wr_row),
+                     self.imem_w.en.eq(wr_valid), self.imem_w.addr.eq(wr_pc[:imem_aw]),
                      self.imem_w.data.eq(Cat(wr_word, precheck.pre))]
         with m.If(word_in):
             m.d.sync += pack.eq(packed)
