@@ -11,9 +11,11 @@ going back from the last instruction of a body to its first costs no cycle:
   instruction, on their last iteration) end.  Otherwise every level at its end ends and the
   fetch goes on at ``q``.  All of this happens when the fetch address is used (``advance``).
 * A legal LOOP leaving the fetch stage (``enter``) pushes a level (count > 0) whose body
-  starts at the next fetch; with count == 0 the fetch skips the body instead: ``q`` becomes
-  one past its last instruction, with the enclosing levels handled as above in the same
-  cycle.
+  starts at the next fetch; with count == 0 the fetch skips the body instead (``skip``):
+  ``q`` becomes one past its last instruction (``skip_end``), with the enclosing levels
+  handled as above in the same cycle.  ``skip`` and ``skip_end`` are registers of the
+  sequencer (a zero-count LOOP waits a cycle in the fetch stage for them), so the fetch
+  address never depends on IMEM's read data in the cycle it is read.
 * ``offsets`` (per space: the sum over the active levels of iteration * increment) are the
   current offsets of the innermost active level (0 with none): each level keeps the offsets
   of its own iteration, which include its enclosing levels', so a loop-back adds the level's
@@ -72,7 +74,9 @@ class LoopStack(wiring.Component):
     ``enter``: a legal LOOP (fields ``count``, ``body``, increments in ``loop``; index
     ``loop_pc``; ``body_end`` = ``loop_pc + 1 + body``, precomputed as the LOOP entered the
     instruction buffer, hw/precheck.py) is in the fetch stage and leaves it if the
-    sequencer fetches this cycle.
+    sequencer fetches this cycle; with count > 0 it pushes a level.  ``skip``: a legal
+    LOOP with count 0 is in the fetch stage and leaves it if the sequencer fetches, which
+    then goes on at ``skip_end`` (its ``body_end``); both from registers.
     ``back``: a level loops back at this fetch (``addr`` is its first instruction, else
     ``straight``, the next instruction in program order or past a skipped body).
     ``restart``: forget every loop and fetch from ``restart_pc`` next (start, and a taken
@@ -113,6 +117,8 @@ class LoopStack(wiring.Component):
             "loop": In(self._loop_fields),
             "loop_pc": In(pc_bits),
             "body_end": In(pc_bits),
+            "skip": In(1),
+            "skip_end": In(pc_bits),
             "restart_pc": In(pc_bits),
             "addr": Out(pc_bits),
             "straight": Out(pc_bits),
@@ -176,13 +182,14 @@ class LoopStack(wiring.Component):
         m.d.comb += [self.next_pc.eq(seq_pc), self.outer_start.eq(outer_start)]
         # The fetch address is needed in every cycle (the sequencer fetches only an
         # instruction already in its buffer); the updates below only in a cycle that fetches.
-        # Timing: ``enter`` (and so ``skip``) comes late, from IMEM's read port through the
-        # checker's LOOP rules; the compares with both candidates for ``q`` are made in
-        # parallel and ``skip`` only selects, and "iterations left" is a register.
-        skip = self.enter & (self.loop.count == 0)
-        q = Mux(skip, self.body_end, seq_pc)
+        # Timing: everything here is a register or comes from registers (``skip`` and
+        # ``skip_end`` too); ``enter`` comes late, from IMEM's read port through the
+        # checker's LOOP rules, and only enables the push.  The compares with both
+        # candidates for ``q`` are made in parallel and ``skip`` only selects.
+        skip = self.skip
+        q = Mux(skip, self.skip_end, seq_pc)
         at_seq = Cat(valid[d] & (end[d] == seq_pc) for d in range(depth))
-        at_skip = Cat(valid[d] & (end[d] == self.body_end) for d in range(depth))
+        at_skip = Cat(valid[d] & (end[d] == self.skip_end) for d in range(depth))
         at_end = named(m, Mux(skip, at_skip, at_seq), "at_end")
         back = named(m, Cat(at_end[d] & more[d] for d in range(depth)), "back")   # at its end, iterations left
         # The innermost level that can go back does; the levels inside it end, as does

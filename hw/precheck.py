@@ -47,13 +47,16 @@ class Rules(NamedTuple):
     field values alone), ``over`` (SRAM_OVERFLOW on field values alone), the range
     ``terms`` (SRAM_OVERFLOW, or for a DMA's first term DMA_OUT_OF_RANGE), for a DMA
     the alignment: ``amask`` (element size - 1, low bits) and ``smis`` (a stride
-    misaligned), and for a LOOP ``end``, one past the last instruction of its body."""
+    misaligned), and for a LOOP ``end``, one past the last instruction of its body, and
+    ``skip``: the word decodes (reserved bits zero) and its count is 0, so it waits a cycle
+    in the read port (hw/sequencer.py)."""
     illegal: object
     over: object = 0
     terms: tuple = ()
     amask: object = None
     smis: object = None
     end: object = None
+    skip: object = None
 
 
 def index_bits(cfg: NpuConfig) -> int:
@@ -178,7 +181,8 @@ def rules(cfg: NpuConfig, name: str, v, mul=mul, pc=None, early=now) -> Rules:
             magnitude = Mux(inc < 0, -inc, inc)[:f.width]
             swept.append(mul(capped(count_m1, size - 1), capped(magnitude, size - 1)) > size - 1)
         sweep = (v.count > 1) & Cat(*swept).any()
-        return Rules(reserved | too_long | sweep, end=pc + 1 + v.body)
+        return Rules(reserved | too_long | sweep, end=pc + 1 + v.body,
+                     skip=(v.count == 0) & ~Value.cast(reserved)[0])
     assert name in ("HALT", "SYNC"), f"checker misses {name}"
     return Rules(reserved)
 
@@ -190,6 +194,8 @@ def _members(rule: Rules) -> dict:
         out.update(amask=rule.amask, smis=rule.smis)
     if rule.end is not None:
         out["end"] = rule.end
+    if rule.skip is not None:
+        out["skip"] = rule.skip
     for t in rule.terms:
         out[f"{t.field}_gate"] = t.gate
         out[f"{t.field}_hi"] = t.hi

@@ -19,7 +19,10 @@ States (cycle 0 is the cycle after the CTRL.START write):
   instruction can be read in the same cycle (the loop stack advances on reads, and a LOOP
   must leave the read port together with the read of its first body instruction).  With
   the buffer ahead of the front end, IR holds instruction k+1 the cycle after instruction k
-  issues: one instruction per cycle at best.
+  issues: one instruction per cycle at best.  A LOOP with count 0 waits one cycle more in
+  the read port: its legality and end are registered there, and the cycle after, the loop
+  stack skips the body from those registers (so the fetch address and the fetch decision
+  never depend on IMEM's read data through the checker's LOOP rules in one cycle).
 
 * An instruction in IR issues when its unit is ``ready``, every unit in its ``wait`` mask
   is idle (not ``busy``; for an ACT with ``mxu_lag`` k > 0 the MXU counts as idle once at
@@ -34,7 +37,9 @@ States (cycle 0 is the cycle after the CTRL.START write):
   and IR holds its effective addresses: units never see a loop.
 * BRANCH: in the cycle it could issue like SYNC, with the vector unit idle too, it reads its
   condition row (``cond_asram``/``cond_acc``: hw/top.py lends it the vector unit's operand-a
-  ports, which is why it waits for that unit); the next cycle it decides and issues.  A
+  ports, which is why it waits for that unit); the next cycle registers the condition, and
+  the cycle after that it decides and issues (the condition comes from a block RAM's
+  output, the decision drives the fetch address and IR's enable: not both in a cycle).  A
   taken branch drops the instruction in the read port, restarts the fetch engine and the
   loop stack at the target (in-flight responses are dropped: ``live``), and the target is
   read once it has arrived.  A taken backward branch that would pass its ``limit``
@@ -70,15 +75,20 @@ from amaranth.utils import ceil_log2
 
 from isa.config import NpuConfig
 from isa.ports import BRANCH_PORT_UNIT, WRITERS, other_writer, writes
-from isa.instructions import (BRANCH_LIMIT_BITS, BY_NAME, INSTR_BITS, INSTR_BYTES, OPCODE_BITS, BranchTest,
-                              BranchType, ErrorCode, Unit, VecDst)
+from isa.instructions import (BRANCH_DECIDE, BRANCH_LIMIT_BITS, BY_NAME, INSTR_BITS, INSTR_BYTES, OPCODE_BITS,
+                              ZERO_LOOP_WAIT, BranchTest, BranchType, ErrorCode, Unit, VecDst)
 from hw.checker import CODE_BITS, PC_BITS, InstrChecker
 from hw.clock_gate import load_registers
 from hw.decode import fields_layout, instr_layout, opcode
 from hw.interfaces import ExtBusSignature, UnitCtlSignature
 from hw.loop import LoopStack
-from hw.precheck import PreCheck, index_bits, pre_bits
+from hw.precheck import PreCheck, index_bits, pre_bits, pre_layout
 from hw.mxu import ACC_BITS, PENDING_BITS, mxu_cmd_layout
+
+# The front end below is built for these timing rules (isa/instructions.py): a zero-count
+# LOOP's one cycle in the read port while its skip is registered, and a BRANCH's condition
+# read, registered, decided.
+assert ZERO_LOOP_WAIT == 1 and BRANCH_DECIDE == 2, "hw/sequencer.py implements other timing"
 
 # Units with a bit in the wait mask, in bit order.
 WAIT_UNITS = tuple(u for u in sorted(Unit) if u is not Unit.SEQ)
@@ -286,7 +296,9 @@ class Sequencer(wiring.Component):
         # BRANCH: the condition row is read while the BRANCH is in IR (data the next cycle).
         br = instr_layout("BRANCH")(ir_word)
         is_branch = ir_opcode == opcode("BRANCH")
-        br_armed = Signal()           # the condition was read last cycle: decide now
+        br_read = Signal()            # the condition was read last cycle: register it
+        br_armed = Signal()           # the condition is registered (``br_taken``): decide now
+        br_taken = Signal()
         back_taken = Signal(BRANCH_LIMIT_BITS)
         m.d.comb += [
             self.cond_asram.addr.eq(br.row), self.cond_acc.addr.eq(br.row),
@@ -296,7 +308,12 @@ class Sequencer(wiring.Component):
         value8 = Mux(from_acc, self.cond_acc.data[:8], self.cond_asram.data[:8])
         value32 = Mux(from_acc, self.cond_acc.data[:32], self.cond_asram.data[:32])
         nonzero = Mux(br.dtype == BranchType.INT32, value32 != 0, value8 != 0)
-        br_taken = Mux(br.test == BranchTest.ALWAYS, 1, Mux(br.test == BranchTest.ZERO, ~nonzero, nonzero))
+        # Registered before the decision: the condition row comes from a block RAM's output,
+        # far from the front end, and the decision drives the fetch address and IR's enable.
+        taken_now = Mux(br.test == BranchTest.ALWAYS, 1, Mux(br.test == BranchTest.ZERO, ~nonzero, nonzero))
+        m.d.sync += br_read.eq(0)
+        with m.If(br_read):
+            m.d.sync += [br_armed.eq(1), br_taken.eq(taken_now)]
         backward = br.target <= ir_pc
         limit_hit = Signal()
         m.d.comb += [
@@ -305,6 +322,21 @@ class Sequencer(wiring.Component):
         ]
         f_word = self.imem_r.data[:INSTR_BITS]
         f_view = instr_layout("LOOP")(f_word)
+        f_pre = pre_layout(cfg)(self.imem_r.data[INSTR_BITS:])
+        # A LOOP with count 0 in the read port waits there one cycle (``hold``) while its
+        # legality and end are registered; the cycle after, the loop stack skips its body
+        # from those registers.  So neither the fetch address nor the fetch decision
+        # depends on the checker's LOOP rules over IMEM's read data in the cycle it is read.
+        zero_loop = Signal()
+        skip_wait = Signal()          # the zero-count LOOP in the read port has waited
+        skip_legal = Signal()
+        skip_end = Signal(pc_bits)
+        hold = Signal()
+        m.d.comb += [
+            zero_loop.eq(f_valid & (f_word[:OPCODE_BITS] == opcode("LOOP")) & f_pre.LOOP.skip
+                         & (f_pc < prog_len)),
+            hold.eq(zero_loop & ~skip_wait),
+        ]
         m.d.comb += [
             checker.word.eq(f_word),
             checker.pre.eq(self.imem_r.data[INSTR_BITS:]),
@@ -322,6 +354,8 @@ class Sequencer(wiring.Component):
             loops.enter.eq(f_valid & checker.loop_ok),
             loops.loop_pc.eq(f_pc),
             loops.body_end.eq(checker.body_end),
+            loops.skip.eq(skip_wait & skip_legal),
+            loops.skip_end.eq(skip_end),
         ]
         m.d.comb += [loops.loop[f.name].eq(f_view[f.name]) for f in BY_NAME["LOOP"].fields]
 
@@ -353,7 +387,8 @@ class Sequencer(wiring.Component):
                     with m.Else():
                         m.d.sync += [
                             prog_len.eq(self.prog_len), prog_base.eq(self.prog_addr),
-                            back_taken.eq(0), br_armed.eq(0), f_valid.eq(0), ir_valid.eq(0),
+                            back_taken.eq(0), br_read.eq(0), br_armed.eq(0), f_valid.eq(0), ir_valid.eq(0),
+                            skip_wait.eq(0),
                         ]
                         restart(0, self.prog_addr)
                         m.next = "RUN"
@@ -364,9 +399,13 @@ class Sequencer(wiring.Component):
                 # of the next one: the loop stack advances on reads.
                 ir_free = ~ir_valid | issue
                 m.d.comb += [
-                    load_ir.eq(f_valid & ir_free & readable & ~jump),
-                    fetch.eq((~f_valid | ir_free) & readable & ~jump),
+                    load_ir.eq(f_valid & ir_free & readable & ~jump & ~hold),
+                    fetch.eq((~f_valid | ir_free) & readable & ~jump & ~hold),
                 ]
+                with m.If(hold & ~jump):
+                    m.d.sync += [skip_wait.eq(1), skip_legal.eq(checker.loop_ok), skip_end.eq(checker.body_end)]
+                with m.If(fetch | jump):     # the LOOP leaves the read port, or is dropped
+                    m.d.sync += skip_wait.eq(0)
                 with m.If(fetch):
                     m.d.sync += [f_valid.eq(1), f_pc.eq(pc_f)]
                 with m.Elif(jump):           # refetch from the target
@@ -384,12 +423,12 @@ class Sequencer(wiring.Component):
                         m.d.comb += issue.eq(ok & wait_ok)
                     with m.Case(opcode("BRANCH")):
                         m.d.comb += issue.eq(br_armed & ~limit_hit & ~self.abort)
-                        arm = ok & wait_ok & ~branch_port_busy & ~br_armed
+                        arm = ok & wait_ok & ~branch_port_busy & ~br_read & ~br_armed
                         # The condition row is read only in the arming cycle: the ports are
                         # the vector unit's (hw/top.py), idle then.
                         m.d.comb += [self.cond_asram.en.eq(arm), self.cond_acc.en.eq(arm)]
                         with m.If(arm):
-                            m.d.sync += br_armed.eq(1)
+                            m.d.sync += br_read.eq(1)
                         with m.If(issue):
                             m.d.sync += br_armed.eq(0)
                         with m.If(jump & backward):
@@ -410,6 +449,6 @@ class Sequencer(wiring.Component):
                 with m.If(stopping & all_idle):
                     m.d.comb += [self.stop.eq(1), self.stop_pc.eq(ir_pc),
                                  self.stop_code.eq(Mux(ir_err != ErrorCode.NONE, ir_err, code))]
-                    m.d.sync += br_armed.eq(0)
+                    m.d.sync += [br_read.eq(0), br_armed.eq(0)]
                     m.next = "IDLE"
         return m

@@ -102,12 +102,18 @@ class Npu(wiring.Component):
         vector_reads = seq.cond_asram.en | seq.cond_acc.en
         add_unit_domain(m, "vector_in", vpu.ctl.busy | table.ctl.busy | seq.vpu.start | vector_reads
                         | seq.vpu_ir_load, gate=gate)
-        # The vector units' copy of IR, loaded with every vector instruction that enters IR: it
-        # equals IR whenever IR holds one (the only time the units look at it), and their
-        # command decode, comb from it, is then logic of their domains (IR changes every cycle)
-        vector_ir = Signal(INSTR_BITS)
-        with m.If(seq.vpu_ir_load):
-            m.d.vector_in += vector_ir.eq(seq.vpu_ir_next)
+        # Simulation builds: the vector units' copy of IR, loaded with every vector instruction
+        # that enters IR: it equals IR whenever IR holds one (the only time the units look at
+        # it), and their command decode, comb from it, is then logic of their domains (IR
+        # changes every cycle).  Synthesis builds read IR itself: the copy would be 256
+        # flip-flops more behind the front end's longest path (IMEM's read data through the
+        # checker, docs/fpga.md), with an enable decoded from that data.
+        if gate:
+            vector_ir = Signal(INSTR_BITS)
+            with m.If(seq.vpu_ir_load):
+                m.d.vector_in += vector_ir.eq(seq.vpu_ir_next)
+        else:
+            vector_ir = seq.vpu.cmd.word
 
         imem_w = imem.write_port()
         wiring.connect(m, seq.imem_w, imem_w)

@@ -165,6 +165,12 @@ class Space(enum.IntEnum):
 
 
 LOOP_DEPTH = 4   # LOOPs that may be active (nested) at once
+# Timing of the sequencer's own instructions (sim/npu_timing.py applies them; hw/sequencer.py
+# is built so): a LOOP with count 0 waits this many cycles more in the front end's read port
+# (its skip is decided from registers), and a BRANCH is decided this many cycles after its
+# condition is read (the condition is registered between the block RAM and the decision).
+ZERO_LOOP_WAIT = 1
+BRANCH_DECIDE = 2
 
 
 class BranchTest(enum.IntEnum):
@@ -400,7 +406,8 @@ loops are active at once; a loop ends after the last iteration of its last instr
 `wait` applies when the LOOP instruction issues, so once before the first iteration; the
 body's instructions carry their own waits, checked in every iteration.  Like SYNC, LOOP
 does no work: it takes one issue slot, and going back from the last instruction of the
-body to the first costs nothing (timing rules: sim/npu_timing.py).  A HALT or an error
+body to the first costs nothing (timing rules: sim/npu_timing.py); a LOOP with count 0
+reaches the issue register {ZERO_LOOP_WAIT} cycle later than another instruction would.  A HALT or an error
 inside a body stops the NPU as anywhere else (STOP_PC is the instruction's index).
 
 Errors: ILLEGAL_INSTRUCTION (even when count == 0) if body == 0; if pc + body >= the
@@ -448,9 +455,9 @@ stack could not follow it).  A branch may jump into the middle of a LOOP's body 
 outside: the instructions there then run once, as straight-line code (the LOOP was not
 executed, so no loop is active).
 
-Timing: the condition is read in the cycle the wait mask is met, decided the next (the
-BRANCH issues then); a taken branch refetches, so its target enters the issue register
-two cycles after the BRANCH issues instead of one (sim/npu_timing.py).
+Timing: the condition is read in the cycle the wait mask is met and decided BRANCH_DECIDE
+= 2 cycles later (the BRANCH issues then); a taken branch refetches, so its target enters
+the issue register two cycles after the BRANCH issues instead of one (sim/npu_timing.py).
 
 Errors: ILLEGAL_INSTRUCTION if test == 3, target >= the number of instructions, or a LOOP
 is active; SRAM_OVERFLOW if test != ALWAYS and row is past the end of `mem` (checked from

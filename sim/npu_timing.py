@@ -23,7 +23,8 @@ instruction, ``C = imem_rows``)
     the group's last instruction is free.
 Front end and issue (sequencer, in order)
     The read port reads the instructions in issue order; an instruction read at cycle ``r``
-    leaves the read port for the issue register (IR) at the first cycle ``l >= r + 1`` at
+    leaves the read port for the issue register (IR) at the first cycle ``l >= r + 1`` (a
+    LOOP with count 0: ``l >= r + 1 + ZERO_LOOP_WAIT``, isa/instructions.py) at
     which IR is empty or issuing (``l >= issue`` of the instruction before) and the next
     instruction in issue order (``next``: for a BRANCH, its pc+1) is readable
     (``l >= A(next)``); the next one is read at ``l`` and this one is in IR from ``l+1``.
@@ -52,12 +53,13 @@ Loops
 Branches
     A BRANCH waits like SYNC until cycle ``c`` (in IR, wait mask met, and the VPU idle: it
     reads through the VPU's operand port, isa/ports.py), reads its condition in ``c`` and
-    issues at ``c+1``.  Not taken: the next instruction enters IR at ``c+2``
-    (the cycle after the issue, as usual); taken: the buffer is flushed and fetching starts
-    again at the target, first request at ``c+2`` (a target is always refetched, so a loop
+    issues at ``d = c + BRANCH_DECIDE`` (isa/instructions.py).  Not taken: the next
+    instruction enters IR at ``d+1`` (the cycle after the issue, as usual); taken: the
+    buffer is flushed and fetching starts again at the target, first request at ``d+1``
+    (a target is always refetched, so a loop
     built from branches refetches its body every iteration; the target is read at its
     ``A`` and enters IR as above).  Its interval is the read cycle (start = end = c).  A BRANCH
-    stopped by BRANCH_LIMIT stops the NPU at the first cycle at or after ``c+1`` in which
+    stopped by BRANCH_LIMIT stops the NPU at the first cycle at or after ``d`` in which
     every unit is idle; an illegal BRANCH like any failing instruction.  :meth:`run` (no
     data: estimates) takes forward ALWAYS branches only; conditional and backward branches
     fall through, so a data-dependent loop's body counts once (a loop built from branches
@@ -83,7 +85,7 @@ Units (command issued at cycle c; a unit is busy on cycles ``start .. end``)
 Watchdog
     With MAX_CYCLES = ``M`` > 0 (hw/csr.py) the watchdog trips in cycle ``W = M`` (a run
     that stops within M cycles never sees it).  From then on nothing issues: an instruction
-    whose issue cycle (a BRANCH's decision cycle ``c+1``) is ``W`` or later stays in IR and
+    whose issue cycle (a BRANCH's decision cycle ``d``) is ``W`` or later stays in IR and
     the NPU stops with WATCHDOG at the first cycle at or after both its entry into IR and
     ``W`` in which every unit is idle (issued work completes).  A HALT whose stop cycle is
     ``W`` or later reports WATCHDOG too; an error (the failing instruction's own code or
@@ -100,7 +102,7 @@ from typing import NamedTuple
 from isa import dma
 from isa import matmul
 from isa.config import NpuConfig
-from isa.instructions import INSTR_BYTES, BranchTest, Unit
+from isa.instructions import BRANCH_DECIDE, INSTR_BYTES, ZERO_LOOP_WAIT, BranchTest, Unit
 from isa.ports import BRANCH_PORT_UNIT, MEMORIES, other_writer, written
 from isa.vector import schedule
 
@@ -297,8 +299,10 @@ class TimingModel:
             if read is None:                   # first instruction of a stream
                 read = max(fetcher.arrival(pc), fetcher.stream_start)
             fetcher.keep(read + 1, keep)
-            # It leaves the read port once IR is free and the next instruction is readable.
-            leave = max(read + 1, fetcher.arrival(nxt), -1 if prev_issue is None else prev_issue)
+            # It leaves the read port once IR is free and the next instruction is readable; a
+            # LOOP with count 0 waits a cycle there first (its skip is decided from registers).
+            held = ZERO_LOOP_WAIT if instr is not None and instr.name == "LOOP" and instr.values["count"] == 0 else 0
+            leave = max(read + 1 + held, fetcher.arrival(nxt), -1 if prev_issue is None else prev_issue)
             in_ir = leave + 1
             read = leave
             stopping = fails or index == stop_at
@@ -307,8 +311,8 @@ class TimingModel:
                 if armed >= trip:                      # never armed: the watchdog stops it
                     return finish(max([in_ir, trip] + list(idle_from.values())), True)
             if stopping or instr.name == "HALT":
-                # BRANCH_LIMIT is found after the condition read, one cycle after the wait.
-                late = fails == "late" and 1 + max([in_ir] + [idle_from[u] for u in _waits(instr, self.branch_port)])
+                # BRANCH_LIMIT is found at the decision, two cycles after the condition read.
+                late = fails == "late" and BRANCH_DECIDE + max([in_ir] + [idle_from[u] for u in _waits(instr, self.branch_port)])
                 stop = max([in_ir, late] + list(idle_from.values()))
                 return finish(stop, not stopping and trip is not None and stop >= trip)
             unit = instr.defn.unit
@@ -322,16 +326,16 @@ class TimingModel:
             issue = max([in_ir] + waited
                         + [idle_from[u] for u, mem in zip(sharers, writes_now) if mem in writing[u]])
             if trip is not None:
-                decide = issue + 1 if instr.name == "BRANCH" else max(
+                decide = issue + BRANCH_DECIDE if instr.name == "BRANCH" else max(
                     issue, ready_from[unit.name]) if unit is not Unit.SEQ else issue
                 if decide >= trip:                     # it would issue after the trip: stop
                     return finish(max([in_ir, trip] + list(idle_from.values())), True)
             pcs.append(pc)
-            if instr.name == "BRANCH":                 # read at `issue`, decide one cycle later
-                per_instr.append(InstrTiming(issue + 1, issue, issue))
-                prev_issue = issue + 1
+            if instr.name == "BRANCH":                 # read at `issue`, decided BRANCH_DECIDE later
+                per_instr.append(InstrTiming(issue + BRANCH_DECIDE, issue, issue))
+                prev_issue = issue + BRANCH_DECIDE
                 if jumps:                              # refetch from the target
-                    fetcher.restart(instr.values["target"], issue + 2)
+                    fetcher.restart(instr.values["target"], issue + BRANCH_DECIDE + 1)
                     read = None
                 index += 1
                 continue

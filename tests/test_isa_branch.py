@@ -106,36 +106,37 @@ def _arrives(i, delay=0):
 def test_cycles_taken_and_not_taken():
     """Hand-counted from the rules of sim/npu_timing.py: instruction 0 is read when it has
     arrived and enters IR once instruction 1 has (at A(1) + 1); a BRANCH reads at that
-    cycle c, issues at c+1; taken: fetching restarts at the target from c+2, which is read
-    when it arrives and in IR one cycle later (the instruction after it being past the
-    program, or arrived); not taken: the next instruction enters IR once the one after it
-    has arrived.  HALT stops when it is in IR (all idle); CYCLES = stop + 1."""
+    cycle c, issues at d = c+2; taken: fetching restarts at the target from d+1, which is
+    read when it arrives and in IR one cycle later (the instruction after it being past the
+    program, or arrived); not taken: the next instruction enters IR the cycle after d, once
+    the one after it has arrived.  HALT stops when it is in IR (all idle); CYCLES = stop + 1."""
     c = _arrives(1) + 1
+    d = c + 2
     taken = assemble("BRANCH target=2 test=ALWAYS\nHALT\nHALT")
     r = run(taken, bp.image(taken, b""))
-    target_read = c + 2 + W - 1 + L + 1
+    target_read = d + 1 + W - 1 + L + 1
     assert (r.ok, r.stop_pc, r.cycles) == (True, 2, target_read + 2 + 1)
     not_taken = assemble("BRANCH target=2 test=NONZERO row=3\nHALT\nHALT")      # row 3 is 0
     r = run(not_taken, bp.image(not_taken, b""))
-    assert (r.ok, r.stop_pc, r.cycles) == (True, 1, _arrives(2) + 1 + 1)
+    assert (r.ok, r.stop_pc, r.cycles) == (True, 1, max(_arrives(2), d) + 1 + 1)
     # a branch waiting for a DMA: DMA_LOAD of 1 word issues at c, busy c+1 .. c+1+L, which
     # delays the last two words of instruction 2 (so the BRANCH enters IR at A(2) + 1), and
-    # the BRANCH reads its condition then (the DMA is idle), issues and jumps one later.
+    # the BRANCH reads its condition then (the DMA is idle), issues and jumps two later.
     waiting = assemble(f"DMA_LOAD ext_addr={bp.DATA} len0=1 len1=1 len2=1\n"
                        "BRANCH wait=DMA target=3 test=ZERO row=0\nHALT\nHALT")
     r = run(waiting, bp.image(waiting, bytes(4)))
     assert (r.ok, r.stop_pc) == (True, 3)
     dma_busy = 1 + L
     branch_read = _arrives(2, dma_busy) + 1
-    assert r.cycles == branch_read + 2 + W - 1 + L + 1 + 2 + 1
+    assert r.cycles == branch_read + 3 + W - 1 + L + 1 + 2 + 1
 
 
 def test_limit_stop_cycles():
-    """BRANCH_LIMIT stops after the condition read: one cycle after the BRANCH could issue."""
+    """BRANCH_LIMIT stops at the decision: two cycles after the condition read."""
     instrs = assemble("BRANCH target=0 test=ALWAYS limit=0\nHALT")
     r = run(instrs, bp.image(instrs, b""))
     assert (r.error_code, r.stop_pc) == (ErrorCode.BRANCH_LIMIT, 0)
-    assert r.cycles == _arrives(1) + 1 + 1 + 1
+    assert r.cycles == _arrives(1) + 1 + 2 + 1
 
 
 def test_static_timing_takes_forward_always_branches_only():

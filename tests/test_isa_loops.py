@@ -324,6 +324,17 @@ def test_loop_timing_rules():
     # count 0: LOOP takes its slot, the HALT (instruction 2, readable at 28) enters IR next
     t = MODEL.run([make("LOOP", count=0, body=1), make("MATMUL", n0=6, n1=1), make("HALT")])
     assert [x.issue for x in t.per_instruction] == [29, 30] and t.total_cycles == 31
+    # count 0 with the buffer ahead: the MATMUL (issue 21, small array) is idle from 88, so
+    # the SYNC waiting for it issues at 88 and the next SYNC, which left the read port at 88,
+    # at 89; the LOOP, read at 88, waits in the read port one cycle (ZERO_LOOP_WAIT: its skip
+    # is registered) and leaves at 90 instead of 89, issuing at 91; the HALT past the
+    # skipped body is read at 90 and enters IR at 92, the cycle after the LOOP issues.
+    body = [make("MATMUL", n0=60, n1=1), make("SYNC", wait=2), make("SYNC")]
+    t = MODEL.run(body + [make("LOOP", count=0, body=1), make("MATMUL", n0=6, n1=1), make("HALT")])
+    assert [x.issue for x in t.per_instruction] == [21, 88, 89, 91, 92] and t.total_cycles == 93
+    assert t.pcs == [0, 1, 2, 3, 5]
+    t = MODEL.run(body + [make("LOOP", count=1, body=1), make("MATMUL", n0=6, n1=1), make("HALT")])
+    assert [x.issue for x in t.per_instruction][:4] == [21, 88, 89, 90]      # no wait with count 1
     # the LOOP waits once (for the DMA), the body's SYNCs do not
     t = MODEL.run([make("DMA_LOAD", len0=5, len1=1, len2=1), make("LOOP", count=3, body=1, wait=1),
                    make("SYNC"), make("HALT")])
