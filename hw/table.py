@@ -14,7 +14,7 @@ DMA scratchpad is one, with a LOOP increment field), changing LOOP and the DMA f
 gain; PSRAM is too small on small builds (512 bytes on the 4x4) and busy with the vector
 unit's parameters.  Staging in ASRAM also lets a program compute a table on chip.
 
-Schedule (isa/vector.py, as the vector unit's: K = 0, E = 1, ``WRITE_LATENCY`` = 4).  A
+Schedule (isa/vector.py, as the vector unit's: K = 0, E = 1, ``WRITE_LATENCY`` = 5).  A
 command taken in cycle c gives output vector v the P = max(R, W) cycles from c+1+v*P; its
 R input rows are read in the first R.  For a read in cycle t:
 
@@ -22,15 +22,16 @@ R input rows are read in the first R.  For a read in cycle t:
   each lane's table offset and fraction are registered; LOAD registers the row instead.
 * t+2: the lanes' table rows are read (lane n: row t_addr + offset_n // BUS) and the entry
   selects registered; LOAD's row moves down its delay line.
-* t+3: the table ports hold the rows (until the next lookup, at least P >= W cycles
-  later); the lanes interpolate and the results are registered.
-* t+4 .. t+3+W: the writer writes result row wj from those registers; LOAD writes its
+* t+3: the table ports hold the rows; each lane's entry (INT8) or pair and fraction
+  (INT16) are selected and registered.
+* t+4: the lanes interpolate from those registers and the results are registered.
+* t+5 .. t+4+W: the writer writes result row wj from those registers; LOAD writes its
   delayed row to every copy.
 
-The registers at t+1 and t+3 keep a read port's data off the table's address and the
-INT16 interpolation multiply off the write port (before them: 44 MHz placed on the ECP5;
-docs/hardware.md "Timing").  Busy from c+1 through the last write ((N-1)*P + R + W + 3
-cycles); the unit takes a command only when idle.  It shares the vector unit's sequencer port (hw/top.py): the
+The registers at t+1, t+3 and t+4 keep a read port's data off the table's address, the
+table read off the INT16 interpolation multiply and that multiply off the write port
+(before the first and last: 44 MHz placed on the ECP5; docs/hardware.md "Timing").  Busy
+from c+1 through the last write ((N-1)*P + R + W + 4 cycles); the unit takes a command only when idle.  It shares the vector unit's sequencer port (hw/top.py): the
 sequencer sees one VPU.  Errors are the checker's (hw/table_check.py).
 """
 from __future__ import annotations
@@ -171,16 +172,18 @@ class Table(wiring.Component):
 
         # LOAD: the row and its TSRAM row through a delay line as long as a lookup's
         # (P = 1, so a new row can arrive every cycle)
-        load_data = [Signal(narrow, name=f"load_data{s}") for s in range(3)]
-        load_row = [Signal.like(t_row, name=f"load_row{s}") for s in range(3)]
+        delay = 4
+        load_data = [Signal(narrow, name=f"load_data{s}") for s in range(delay)]
+        load_row = [Signal.like(t_row, name=f"load_row{s}") for s in range(delay)]
         with m.If(final & is_load):
             m.d.sync += [load_data[0].eq(row_in), load_row[0].eq(d_t_row)]
-        m.d.sync += [load_data[s + 1].eq(load_data[s]) for s in range(2)]
-        m.d.sync += [load_row[s + 1].eq(load_row[s]) for s in range(2)]
+        m.d.sync += [load_data[s + 1].eq(load_data[s]) for s in range(delay - 1)]
+        m.d.sync += [load_row[s + 1].eq(load_row[s]) for s in range(delay - 1)]
 
-        # -- t+3: results registered; the writer: t+4 .. t+3+W ------------------------------------
+        # -- t+3: the entries registered; t+4: results registered; the writer: t+5 .. t+4+W -----
         x_valid = Signal()
-        m.d.sync += x_valid.eq(e_final)
+        q_valid = Signal()
+        m.d.sync += [x_valid.eq(e_final), q_valid.eq(x_valid)]
         w_active = Signal()
         wj = Signal(2)
         d_vec = Signal(PTR_BITS)
@@ -195,20 +198,27 @@ class Table(wiring.Component):
                     m.d.sync += [di0.eq(di0 + 1), d_vec.eq(d_vec + d_s0)]
             with m.Else():
                 m.d.sync += wj.eq(wj + 1)
-        with m.If(x_valid):
+        with m.If(q_valid):
             m.d.sync += [w_active.eq(1), wj.eq(0)]
 
         out = []
         for n, (wport, rport) in enumerate(copies):
-            m.d.comb += [wport.addr.eq(load_row[2]), wport.data.eq(load_data[2]),
+            m.d.comb += [wport.addr.eq(load_row[-1]), wport.data.eq(load_data[-1]),
                          wport.en.eq(w_active & is_load)]
-            entry8 = rport.data.word_select(sel[n], 8).as_signed()
+            # The selected entries registered (a block RAM's output register), so that the
+            # interpolation's multiply starts at a register, not at the table read.
             pair = rport.data.word_select(sel[n][2:], 32) if bus > 4 else rport.data
-            base = pair[:16].as_signed()
-            nxt = pair[16:].as_signed()
-            interp = (base << 7) + (nxt - base) * frac[n]      # exact: 25 bits signed
+            entry8 = Signal(signed(8), name=f"q_entry{n}")
+            base = Signal(signed(16), name=f"q_base{n}")
+            nxt = Signal(signed(16), name=f"q_next{n}")
+            q_frac = Signal(7, name=f"q_frac{n}")
+            with m.If(x_valid):
+                m.d.sync += [entry8.eq(rport.data.word_select(sel[n], 8)), base.eq(pair[:16]),
+                             nxt.eq(pair[16:]), q_frac.eq(frac[n])]
+            interp = (base << 7) + (nxt - base) * q_frac      # exact: 25 bits signed
             y = Signal(signed(32), name=f"y{n}")
-            m.d.sync += y.eq(Mux(is_int16, interp, entry8))
+            with m.If(q_valid):
+                m.d.sync += y.eq(Mux(is_int16, interp, entry8))
             out.append(y)
         flat = Cat(out)
         row8 = Cat(y[:8] for y in out)
@@ -223,7 +233,7 @@ class Table(wiring.Component):
             self.acc_w.data.eq(flat),
         ]
 
-        busy = named(m, active | d_valid | e_final | x_valid | w_active, "busy")
+        busy = named(m, active | d_valid | e_final | x_valid | q_valid | w_active, "busy")
         m.d.comb += [self.ctl.busy.eq(busy), self.ctl.ready.eq(~busy)]
 
         with m.If(start):

@@ -6,7 +6,7 @@ VRESCALE: multiplier, shift) through operand a's PSRAM port, then ``P`` cycles p
 the first ``E*R`` of which read its window elements (``R`` rows each; operand k reads its
 ``rows_k`` rows in the first ``rows_k`` cycles of each element).
 
-Datapath, for a read in cycle t (``WRITE_LATENCY`` = 4 in isa/vector.py):
+Datapath, for a read in cycle t (``WRITE_LATENCY`` = 5 in isa/vector.py):
 
 * t+1: the read ports hold the row.  Rows before an operand's last are kept in its
   buffer; when an element's last row arrives its lanes are decoded (hw/vpu_lanes.py:
@@ -15,16 +15,19 @@ Datapath, for a read in cycle t (``WRITE_LATENCY`` = 4 in isa/vector.py):
 * t+2: stage S0 computes the element from E: the scaling multiply of ACT/VRESCALE,
   VALU's operation (or its product, for MUL and LOGICAL_LEFT_SHIFT: one multiplier per
   lane, hw/vpu_lanes.py ``lane_product``), or VPOOL's running reduction.  At the last
-  element of a vector S0's result is loaded into X1 (and a vector's window reduction
-  into its accumulator each element).  VDWCONV is VPOOL's SUM with each element's
-  ``value - in_zp`` multiplied by operand b's lane (its weight row, read beside the input
-  row) on the lane's multiplier, starting at the bias; its extra stage S1, the cycle
-  after the last element (one cycle per vector in which no element is read: ``P = E*R +
-  1``), multiplies the sum by the scale into X1, so its writes come a cycle later.
-* t+3: stage S2a, the rounding shift of X1 into register Y, which also does VALU's shifts
+  element of a vector S0's result is loaded into X0: the multiplier's four partial
+  products (the DSP blocks' output registers) and the other operations' result (a
+  vector's window reduction goes into its accumulator each element).  VDWCONV is VPOOL's
+  SUM with each element's ``value - in_zp`` multiplied by operand b's lane (its weight
+  row, read beside the input row) on the lane's multiplier, starting at the bias; its
+  extra stage S1, the cycle after the last element (one cycle per vector in which no
+  element is read: ``P = E*R + 1``), multiplies the sum by the scale into X0, so its
+  writes come a cycle later.
+* t+3: the adder tree sums X0's partial products into X1 (or X1 takes X0's other result).
+* t+4: stage S2a, the rounding shift of X1 into register Y, which also does VALU's shifts
   (ARITHMETIC_RIGHT_SHIFT with its round flag, LOGICAL_RIGHT_SHIFT: by the lane's b & 31);
   the other VALU ops' results pass.
-* t+4 .. t+3+W: stage S2b (comb from Y: zero point, type clip, clamp, output type) feeds
+* t+5 .. t+4+W: stage S2b (comb from Y: zero point, type clip, clamp, output type) feeds
   the writer, one row per cycle.  VALU's NEGATE clips to T and CLAMP clamps to [imm0,
   imm1] here (S0 leaves them out, hw/vpu_lanes.py ``valu_result``): the command sets the
   type clip and the clamp for them (hw/vpu_config.py), so one clamp serves every
@@ -36,9 +39,9 @@ Why the registers sit there: before them a read port's data went through the lan
 decode, a 50-bit add, a 48x16 or 32x32 multiply, a 64-bit rounding add and shift, the
 zero point and four clamps in one cycle (17 MHz placed on the ECP5, the slowest unit);
 E cuts the memory read and decode off the multiply, Y cuts the multiply and rounding
-shift off the clamps (docs/hardware.md "Timing").
+shift off the clamps, X0 the multiplies off the adder tree (docs/hardware.md "Timing").
 
-X1 (with S2a's settings) and Y load once per output vector and are reset-less registers
+X0, X1 (with S2a's settings) and Y load once per output vector and are reset-less registers
 with an enable; in simulation builds (``gate_stages``) each is a load domain
 (hw/clock_gate.py) clocked only when it loads, and S2a reads only X1's domain, so
 Verilator evaluates the rounding shift once per vector rather than every cycle
@@ -289,8 +292,25 @@ class Vpu(wiring.Component):
         x1_neg = [Signal(name=f"x1_neg{n}", reset_less=True) for n in range(L)]
         pool = [Signal(signed(32), name=f"pool{n}") for n in range(L)]
         alu = valu_result(m, c, values, L)
-        x1_loads = named(m, (final & ~c.dw) | s1, "x1_loads")    # an element's result, or S1's
+        # X0, between S0 and X1: the multiplier's partial products (the DSP blocks' output
+        # registers) and S0's other results, loaded when S0 finishes a vector; X1 takes the
+        # adder tree's sum of the partial products, or the other result, a cycle later.
+        x0_loads = named(m, (final & ~c.dw) | s1, "x0_loads")    # an element's result, or S1's
+        x0_load = load_registers(m, "vpu_x0", x0_loads, gate=self.gate_stages)
+        x0_valid = Signal()
+        m.d.sync += x0_valid.eq(x0_loads)
+        x1_loads = named(m, x0_valid, "x1_loads")
         x1_load = load_registers(m, "vpu_x1", x1_loads, gate=self.gate_stages)
+        x0_prod = Signal(name="x0_prod", reset_less=True)        # X1 takes the product
+        x0_other = [Signal(signed(36), name=f"x0_other{n}", reset_less=True) for n in range(L)]
+        x0_neg = [Signal(name=f"x0_neg{n}", reset_less=True) for n in range(L)]
+        x0_sh = [Signal(6, name=f"x0_sh{n}", reset_less=True) for n in range(L)]
+        staged = []                                                # X0's partial products
+
+        def stage(value, name):
+            reg = Signal(signed(len(value)), name=name, reset_less=True)
+            staged.append(reg.eq(value))
+            return reg
         pool_max = named(m, c.pool_mode == PoolMode.MAX, "pool_max")
         # The multiplier's mode, decoded with the command and registered beside its settings,
         # so that the multiply's operand muxes start at a flag register, not at the op's decode.
@@ -327,7 +347,7 @@ class Vpu(wiring.Component):
             power = named(m, Cat(b[:5] == k for k in range(32)), f"lsl_power{n}")   # one-hot decode
             y = Mux(y_is_b, Mux(lsl, power.as_signed(), b[:32].as_signed()), Mux(c.scale32, mul[n], m16))
             product, p0 = lane_product(m, wide, Mux(wide, pre[:48].as_signed(), x), Mux(wide, m16, y),
-                                       f"product{n}", small=y_is_b & c.dw)
+                                       f"product{n}", small=y_is_b & c.dw, stage=stage)
             # SUM adds value - in_zp (v32), VDWCONV (value - in_zp) * weight onto its bias
             acc0 = named(m, Mux(e_first, Mux(pool_max, a32, Mux(c.dw, bias[n], 0)), pool[n]), f"pool_in{n}",
                          signed(32))
@@ -338,12 +358,16 @@ class Vpu(wiring.Component):
                 m.d.sync += pool[n].eq(reduced)
             # at the last element (not VDWCONV's): the element's result; at VDWCONV's S1, the
             # scaled sum
-            x1_load += [
-                x1[n].eq(Mux(s1 | use_product, product, Mux(c.is_pool, reduced, alu[n]))),
-                x1_neg[n].eq(Mux(s1, pool[n] < 0, v32 < 0)),
+            x0_load += [
+                x0_other[n].eq(Mux(c.is_pool, reduced, alu[n])),
+                x0_neg[n].eq(Mux(s1, pool[n] < 0, v32 < 0)),
                 # (VDWCONV, at S1: the scale's shift, as for ACT)
-                x1_sh[n].eq(Mux(right_shift, b[:5], Mux(c.is_valu, sh_cmd, shift[n]))),
+                x0_sh[n].eq(Mux(right_shift, b[:5], Mux(c.is_valu, sh_cmd, shift[n]))),
             ]
+            x1_load += [x1[n].eq(Mux(x0_prod, product, x0_other[n])), x1_neg[n].eq(x0_neg[n]),
+                        x1_sh[n].eq(x0_sh[n])]
+        x0_load += staged
+        x0_load += x0_prod.eq(s1 | use_product)
 
         # -- t+3, S2a: the rounding shift of X1 into Y (VALU: the op's last step) ---------------
         x_valid = Signal()
@@ -441,7 +465,7 @@ class Vpu(wiring.Component):
             self.acc_w.data.eq(Cat(lanes32)),
         ]
 
-        busy = named(m, active | d_valid | e_valid | s1 | x_valid | w_active, "busy")
+        busy = named(m, active | d_valid | e_valid | s1 | x0_valid | x_valid | w_active, "busy")
         m.d.comb += [self.ctl.busy.eq(busy), self.ctl.ready.eq(~busy)]
 
         with m.If(start):

@@ -61,7 +61,7 @@ def decode_lanes(m, c, k: str, buf: list, port_n, acc_data, psram_data, lanes: i
             for n, value in enumerate(decoded)]
 
 
-def lane_product(m, wide, x, y, name: str, small=None) -> tuple:
+def lane_product(m, wide, x, y, name: str, small=None, stage=None) -> tuple:
     """The lane's one multiplier (signed, 64 bits): ``x[:48] * y[:16]`` when ``wide`` (VRESCALE
     with a 16-bit multiplier: an INT48 input times a 16-bit scale), else ``x[:32] * y[:32]``
     (ACT, VRESCALE with scale32, VALU's MUL); ``x`` and ``y`` are signed.
@@ -77,6 +77,10 @@ def lane_product(m, wide, x, y, name: str, small=None) -> tuple:
     adder tree: three DSP blocks and a 64-bit mux fewer per lane, for two 17-bit operand muxes
     in front of the multipliers.  For ``wide``, ``y`` is the 16-bit scale: ``y0`` is then the
     signed chunk and ``y1`` is not used.
+
+    ``stage``: applied to each partial product (``stage(value, name)``) before the adder
+    tree, e.g. to register it (the vector unit: the DSP blocks' output registers, so that a
+    cycle ends between the multiplies and the tree); ``p0`` is returned as multiplied.
 
     Returns ``(product, p0)``.  With ``small`` (VDWCONV's elements: an input minus its zero
     point times a weight, both within 17 signed bits) the first partial product ``p0`` takes
@@ -97,11 +101,15 @@ def lane_product(m, wide, x, y, name: str, small=None) -> tuple:
     p1 = named(m, x1 * y0, f"{name}_p1", signed(34))
     p2 = named(m, Mux(wide, x48[32:48].as_signed(), x1) * Mux(wide, y0, y1), f"{name}_p2", signed(34))
     p3 = named(m, x0 * Mux(wide, 0, y1), f"{name}_p3", signed(34))
+    parts = (p0, p1, p2, p3)
+    if stage is not None:
+        parts = tuple(stage(p, f"{name}_q{i}") for i, p in enumerate(parts))
+    q0, q1, q2, q3 = parts
     # The sum as a 52-bit low part and p2 added to its high word: the same 64-bit result
     # (mod 2**64), with no expression wider than 64 bits (Verilator evaluates those as arrays
     # of words, PERFORMANCE.md "RTL simulation speed").
-    low = named(m, p0 + (p1 + p3).shift_left(16), f"{name}_low", signed(52))
-    high = (low[32:].as_signed() + p2)[:32]
+    low = named(m, q0 + (q1 + q3).shift_left(16), f"{name}_low", signed(52))
+    high = (low[32:].as_signed() + q2)[:32]
     return named(m, Cat(low[:32], high).as_signed(), name, signed(64)), p0
 
 

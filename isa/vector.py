@@ -20,13 +20,15 @@ one multiplier, so after the last element's product (S0) the sum goes through th
 multiplier again in a stage of its own (S1), one cycle per output vector in which no
 element is multiplied.
 
-Why 4: a row read in cycle ``t`` is on the read port at ``t+1``; the lanes are decoded
+Why 5: a row read in cycle ``t`` is on the read port at ``t+1``; the lanes are decoded
 and registered there, the element is computed from those registers at ``t+2`` (the scaling
-multiply, VALU, the pooling step) into X1, the rounding shift runs from X1 at ``t+3`` into
-a register, and zero point, clamps and the output format run from that register as the
-row is written at ``t+4``.  Each of those steps is about one multiplier or one 64-bit carry
-chain deep, so the clock is not limited by a read port feeding a multiplier feeding a
-shifter (hw/vpu.py, hw/table.py; docs/hardware.md "Timing").
+multiply's partial products, VALU, the pooling step) into X0, the partial products are
+summed at ``t+3`` into X1, the rounding shift runs from X1 at ``t+4`` into a register, and
+zero point, clamps and the output format run from that register as the row is written at
+``t+5``.  Each of those steps is about one multiplier or one 64-bit carry chain deep, so
+the clock is not limited by a read port feeding a multiplier feeding a shifter (hw/vpu.py,
+hw/table.py: the TABLE unit registers its table entries between the table read and the
+interpolation; docs/hardware.md "Timing").
 """
 from __future__ import annotations
 
@@ -51,7 +53,7 @@ TABLE_TYPES = {TableMode.INT8: (VecType.INT8, VecType.INT8), TableMode.INT16: (V
 TABLE_SRC_MEMS = frozenset({VecMem.ASRAM, VecMem.ACC})
 
 MAX_ROWS = 6                 # an INT48 vector in ASRAM
-WRITE_LATENCY = 4            # cycles from a vector's last read to its first write (docstring)
+WRITE_LATENCY = 5            # cycles from a vector's last read to its first write (docstring)
 PARAM_ROWS = {"ACT": 3, "VRESCALE": 2, "VDWCONV": 3}
 # Instructions whose output vectors reduce a window of k1 x k0 input vectors.
 WINDOWED = ("VPOOL", "VDWCONV")

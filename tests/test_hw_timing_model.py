@@ -21,11 +21,11 @@ def test_dependent_chain():
         InstrTiming(21, 22, 28),      # DMA_LOAD: 3 slots + latency 4 (bus busy 22..28)
         InstrTiming(36, 37, 44),      # MATMUL: in IR once instruction 2 is readable: its
                                       # words at 16..21 and 29, 30 (after the DMA): 35
-        InstrTiming(45, 46, 54),      # ACT waits for the MXU; 2 rows + 7
-        InstrTiming(55, 55, 55),      # HALT when all idle
+        InstrTiming(45, 46, 55),      # ACT waits for the MXU; 2 rows + 8
+        InstrTiming(56, 56, 56),      # HALT when all idle
     ]
-    assert t.total_cycles == 56
-    assert t.busy == {"DMA": 7, "MXU": 8, "VPU": 9}
+    assert t.total_cycles == 57
+    assert t.busy == {"DMA": 7, "MXU": 8, "VPU": 10}
 
 
 def test_matmuls_stream_back_to_back():

@@ -249,13 +249,13 @@ def test_asm_round_trip():
 @pytest.mark.parametrize("mode,a_mem,d_mem,P", [(INT8, ASRAM, ASRAM, 1), (INT16, ASRAM, ASRAM, 4),
                                                 (INT16, ACC, ACC, 1), (INT16, ASRAM, ACC, 2), (LOAD, ASRAM, ASRAM, 1)])
 def test_busy_cycles(mode, a_mem, d_mem, P):
-    """Busy = (N-1)*P + R + W + 3 (isa/vector.py): P = max(R, W) cycles per vector, the
-    writes of a vector four cycles (WRITE_LATENCY) after its last read."""
+    """Busy = (N-1)*P + R + W + 4 (isa/vector.py): P = max(R, W) cycles per vector, the
+    writes of a vector five cycles (WRITE_LATENCY) after its last read."""
     instr = make("TABLE", mode=mode, n0=5, n1=3, a_mem=a_mem, a_stride0=2, d_mem=d_mem, d_stride0=4)
     R = 2 if (mode == INT16 and a_mem == ASRAM) else 1
     W = {INT8: 1, LOAD: 1}.get(mode, 4 if d_mem == ASRAM else 1)
     assert max(R, W) == P
-    assert TimingModel(CFG).duration(instr) == 14 * P + R + W + 3
+    assert TimingModel(CFG).duration(instr) == 14 * P + R + W + 4
     assert TimingModel(CFG).duration(make("TABLE", mode=mode, n0=0, n1=3)) == 0
 
 
