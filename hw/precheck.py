@@ -118,7 +118,10 @@ def _dma(cfg: NpuConfig, v, store: bool, mul=mul, early=now) -> Rules:
         s = (limit + 1).bit_length()
         plane_bytes = mul(nlines, elements) << eshift
         plane_bytes = Mux(plane_bytes[s + align_bits:].any(), 1 << (s + align_bits), plane_bytes[:s + align_bits])
-        plane_words = (plane_bytes + (bus - 1)) >> align_bits     # KP (capped)
+        # KP (capped), formed a cycle ahead with its product: after the register only the
+        # capped multiply and one sum are left (the sequencer's worst path before:
+        # docs/hardware.md "Timing")
+        plane_words = early((plane_bytes + (bus - 1)) >> align_bits)
         count = capped_product(Mux(v.pack, v.len2, planes_lines), Mux(v.pack, plane_words, line_words), limit)
     # excess(sram_addr + count, depth + 1), the constant part formed early: one sum after the
     # multiplier.
