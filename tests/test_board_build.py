@@ -139,11 +139,11 @@ def test_report_lines_name_the_critical_path(tmp_path):
 
 def test_nextpnr_options_board_default_or_replaced():
     """The ULX3S builds place with the static placer, without timing weights, and route with
-    router2 unless told otherwise; given options replace the board's (nextpnr rejects an
+    router1 unless told otherwise; given options replace the board's (nextpnr rejects an
     option given twice)."""
     ulx3s, ice = BOARDS["ulx3s"], BOARDS["icebreaker"]
     assert nextpnr_command_options(ulx3s) == ("--report report.json --timing-allow-fail "
-                                              "--placer static --no-tmdriv --router router2")
+                                              "--placer static --no-tmdriv --router router1")
     assert nextpnr_command_options(ulx3s, "--router router1") == "--report report.json --timing-allow-fail --router router1"
     assert nextpnr_command_options(ulx3s, "") == "--report report.json --timing-allow-fail"
     assert nextpnr_command_options(ice) == "--report report.json --timing-allow-fail"

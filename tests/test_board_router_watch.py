@@ -105,6 +105,9 @@ open("top.config", "w").write("config")
 """
 
 
+ROUTER2 = "--placer static --no-tmdriv --router router2"      # the stall watch is router2's
+
+
 def test_build_tries_the_next_seed_after_a_stall(tmp_path, monkeypatch):
     bindir = tmp_path / "bin"
     bindir.mkdir()
@@ -118,7 +121,7 @@ def test_build_tries_the_next_seed_after_a_stall(tmp_path, monkeypatch):
     monkeypatch.setattr("hw.board.build.run_watched",
                         lambda *a, **k: real(*a, **{**k, "poll_s": 0.1}))
     report = build_board("ulx3s", "small", "bridge", 20, 4 * 1024, tmp_path / "out", log=lambda s: None,
-                         seeds=(1, 7), patience=3)
+                         seeds=(1, 7), patience=3, nextpnr_opts=ROUTER2)
     folder = tmp_path / "out" / "ulx3s" / "bridge-small"
     assert (folder / "nextpnr_runs.txt").read_text().split() == ["1", "7"]
     assert (folder / "yosys_runs.txt").read_text().split() == ["yosys"]       # the netlist is made once
@@ -128,6 +131,6 @@ def test_build_tries_the_next_seed_after_a_stall(tmp_path, monkeypatch):
     assert any(line.startswith("  nextpnr seed 7 (stopped before: seed 1: router2 stalled") for line in report.lines())
     with pytest.raises(BuildError, match=r"routing did not converge with any seed tried \(default seed: .*; seed 3: "):
         build_board("ulx3s", "small", "bridge", 20, 4 * 1024, tmp_path / "out", log=lambda s: None,
-                    seeds=(None, 3), patience=3)
+                    seeds=(None, 3), patience=3, nextpnr_opts=ROUTER2)
     assert (folder / "nextpnr_runs.txt").read_text().split() == ["1", "7", "none", "3"]
     assert "--seed 3" in (folder / "build_top.sh").read_text()      # the plan's script, seed by seed

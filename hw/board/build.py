@@ -59,12 +59,14 @@ BOARDS = {
                        # further with router2 (docs/fpga.md, "The static placer"), and further
                        # still without timing-driven net weights, which only pack the dense
                        # vector unit tighter at these clocks ("Placement without timing weights").
-                       nextpnr_opts="--placer static --no-tmdriv --router router2",
-                       # router2 plateaus on some placements and routes others of the same
-                       # netlist: a stalled run is stopped and the next seed tried. 4 routed the
-                       # 4x4 NPU of 7cb9b79 (1 stalled at 40 overused wires) and that of
-                       # ab4fff4, 1 that of 1744483, 7 that of b4e6bfa (docs/fpga.md, "Seeds",
-                       # "Registers for the clock", "A smaller vector unit").
+                       # router1 on that placement: the 4x4 NPU of 9087c5c routed in 475 s on
+                       # seed 4, where router2 diverged on three placements in a row of the
+                       # netlists around it (docs/fpga.md, "The front end's decisions from
+                       # registers").  With router2 (``--nextpnr-opts``), a run that stalls is
+                       # stopped and the next seed tried: 4 routed the 4x4 NPU of 7cb9b79 and
+                       # ab4fff4, 1 that of 1744483, 7 that of b4e6bfa ("Seeds", "Registers for
+                       # the clock", "A smaller vector unit"); router1 takes the first seed.
+                       nextpnr_opts="--placer static --no-tmdriv --router router1",
                        seeds=(4, 1, 7)),
     # On the UP5K a logic cell is one LUT4 and one flip-flop: LUT and FF share ICESTORM_LC.
     "icebreaker": BoardSpec("icebreaker", IcebreakerTop, 24.0, {"npu": 8 * 1024, "bridge": 8 * 1024}, "up5k",
