@@ -8,8 +8,9 @@
 #   make bitstream BOARD=icebreaker DESIGN=bridge   FPGA bitstream (YoWASP; build/board/<board>/),
 #                              BOARD=ulx3s|icebreaker, DESIGN=npu|bridge, BOARD_CONFIG=<name>,
 #                              FREQ=<MHz>, MEM_KIB=<board memory>,
-#                              NEXTPNR_OPTS="--router router2" (nextpnr options in place of the
-#                              board's), SEEDS=4,1,7 (seeds tried while router2 stalls)
+#                              NEXTPNR_OPTS="--placer static --router router2" (nextpnr options in
+#                              place of the board's), SEEDS=4,1,7 (the first is used; with router2,
+#                              the others are tried while it stalls)
 #   make docs                  regenerate generated documentation and headers
 #   make conformance-full      the official generator's whole TOSA 1.0 PRO-INT listing (both seeds,
 #                              ~20,000 tests a seed) into build/conformance/full, one resumable
