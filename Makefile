@@ -9,7 +9,7 @@
 #                              BOARD=ulx3s|icebreaker, DESIGN=npu|bridge, BOARD_CONFIG=<name>,
 #                              FREQ=<MHz>, MEM_KIB=<board memory>,
 #                              NEXTPNR_OPTS="--placer static --router router2" (nextpnr options in
-#                              place of the board's), SEEDS=4,1,7 (the first is used; with router2,
+#                              place of the board's), SEEDS=1,4,7 (the first is used; with router2,
 #                              the others are tried while it stalls)
 #   make docs                  regenerate generated documentation and headers
 #   make conformance-full      the official generator's whole TOSA 1.0 PRO-INT listing (both seeds,

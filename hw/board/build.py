@@ -59,15 +59,16 @@ BOARDS = {
                        # further with router2 (docs/fpga.md, "The static placer"), and further
                        # still without timing-driven net weights, which only pack the dense
                        # vector unit tighter at these clocks ("Placement without timing weights").
-                       # router1 on that placement: the 4x4 NPU of 9087c5c routed in 475 s on
-                       # seed 4, where router2 diverged on three placements in a row of the
-                       # netlists around it (docs/fpga.md, "The front end's decisions from
-                       # registers").  With router2 (``--nextpnr-opts``), a run that stalls is
-                       # stopped and the next seed tried: 4 routed the 4x4 NPU of 7cb9b79 and
-                       # ab4fff4, 1 that of 1744483, 7 that of b4e6bfa ("Seeds", "Registers for
-                       # the clock", "A smaller vector unit"); router1 takes the first seed.
+                       # router1 on that placement: the 4x4 NPU of 9087c5c routed in about 470 s
+                       # on seeds 1 (35.29 MHz) and 4 (33.41), where router2 diverged on three
+                       # placements in a row of the netlists around it (docs/fpga.md, "The
+                       # front end's decisions from registers").  router1 takes the first seed;
+                       # with router2 (``--nextpnr-opts``) a run that stalls is stopped and the
+                       # next seed tried (4 routed the 4x4 NPU of 7cb9b79 and ab4fff4 with it,
+                       # 1 that of 1744483, 7 that of b4e6bfa: "Seeds", "Registers for the
+                       # clock", "A smaller vector unit").
                        nextpnr_opts="--placer static --no-tmdriv --router router1",
-                       seeds=(4, 1, 7)),
+                       seeds=(1, 4, 7)),
     # On the UP5K a logic cell is one LUT4 and one flip-flop: LUT and FF share ICESTORM_LC.
     "icebreaker": BoardSpec("icebreaker", IcebreakerTop, 24.0, {"npu": 8 * 1024, "bridge": 8 * 1024}, "up5k",
                             {"LUT": "ICESTORM_LC", "FF": "ICESTORM_LC", "DSP": "ICESTORM_DSP",
