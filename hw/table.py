@@ -172,7 +172,7 @@ class Table(wiring.Component):
 
         # LOAD: the row and its TSRAM row through a delay line as long as a lookup's
         # (P = 1, so a new row can arrive every cycle)
-        delay = 4
+        delay = 4                       # a lookup's registers: t+1 .. t+4
         load_data = [Signal(narrow, name=f"load_data{s}") for s in range(delay)]
         load_row = [Signal.like(t_row, name=f"load_row{s}") for s in range(delay)]
         with m.If(final & is_load):

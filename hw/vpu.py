@@ -292,6 +292,7 @@ class Vpu(wiring.Component):
         x1_neg = [Signal(name=f"x1_neg{n}", reset_less=True) for n in range(L)]
         pool = [Signal(signed(32), name=f"pool{n}") for n in range(L)]
         alu = valu_result(m, c, values, L)
+        # -- t+2 into X0, t+3 into X1 --------------------------------------------------------
         # X0, between S0 and X1: the multiplier's partial products (the DSP blocks' output
         # registers) and S0's other results, loaded when S0 finishes a vector; X1 takes the
         # adder tree's sum of the partial products, or the other result, a cycle later.
@@ -369,7 +370,7 @@ class Vpu(wiring.Component):
         x0_load += staged
         x0_load += x0_prod.eq(s1 | use_product)
 
-        # -- t+3, S2a: the rounding shift of X1 into Y (VALU: the op's last step) ---------------
+        # -- t+4, S2a: the rounding shift of X1 into Y (VALU: the op's last step) ---------------
         x_valid = Signal()
         m.d.sync += x_valid.eq(x1_loads)
         y_base = [Signal(signed(36), name=f"y_base{n}", reset_less=True) for n in range(L)]
@@ -397,7 +398,7 @@ class Vpu(wiring.Component):
             scaled = half.bit_select(sh[:5], 32).as_signed()
             y_load += y_base[n].eq(Mux(x1_shifted, scaled, x1[n][:36].as_signed()))
 
-        # -- t+4 .. t+3+W, S2b and the writer ------------------------------------------------
+        # -- t+5 .. t+4+W, S2b and the writer ------------------------------------------------
         w_active = Signal()
         wj = Signal(range(4))
         di0 = Signal(16)
@@ -421,7 +422,7 @@ class Vpu(wiring.Component):
         # cmax] each when enabled, in that order.  Each step is y -> min(max(y, lo), hi), and
         # such steps compose into one: y -> min(max(y, A), B) with A and B the chain's values
         # at -inf and +inf.  A and B depend only on the command, so they are registers
-        # (settled two cycles after the command; the first write is four cycles after the
+        # (settled two cycles after the command; the first write is five cycles after the
         # first read), and every lane compares Y with A - out_zp and B - out_zp while it adds
         # out_zp: two compares and a mux in parallel instead of four compare-and-mux steps
         # in series.
