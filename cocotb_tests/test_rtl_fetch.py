@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 from isa import SMALL_CONFIG, make
-from isa.instructions import INSTR_BYTES, BranchTest, ErrorCode, ValuOp, VecType
+from isa.instructions import FETCH_ARRIVAL, INSTR_BYTES, BranchTest, ErrorCode, ValuOp, VecType
 from isa.program import Program
 from isa.encoding import encode_program
 from sim.isa.sim import IsaSim
@@ -97,16 +97,16 @@ def test_long_program_small(small_rtl):
 def test_fetch_waits_while_the_dma_owns_the_bus(small_rtl):
     """A 600-word DMA_LOAD starves the fetch: the instructions after it arrive once it is
     idle, one every W cycles.  Hand-counted from sim/npu_timing.py: instruction i arrives
-    at 8i + 12 while the DMA is idle; the DMA issues at 21 (in IR once instruction 2 could
-    arrive), busy 22 .. 21 + S + L; instruction 2 got 6 of its words before, its last two
-    at dma_end + 1, + 2; each later one 8 cycles after; the last SYNC issues when the HALT
-    has arrived, the HALT one cycle later."""
+    at 8i + 13 while the DMA is idle (its last word's request, + L, + FETCH_ARRIVAL); the DMA
+    issues at 22 (in IR once instruction 1 could be read), busy 23 .. 22 + S + L;
+    instruction 2 got 7 of its words before, its last at dma_end + 1; each later one 8
+    cycles after; the last SYNC issues when the HALT has arrived, the HALT one cycle later."""
     W, L, S, n = INSTR_BYTES // CFG.bus_bytes, CFG.mem_latency, 600, 20
     instrs = [make("DMA_LOAD", sram=0, sram_addr=0, ext_addr=0x1000, len0=S, len1=1, len2=1)]
     instrs += [make("SYNC")] * (n - 2) + [make("HALT")]
     rtl, ref = lockstep(small_rtl, CFG, instrs, bytes(0x8000), program_addr=0x4000)
-    dma_end = 21 + S + L
-    arrives_2 = dma_end + 2 + L + 1
+    dma_end = 22 + S + L
+    arrives_2 = dma_end + 1 + L + FETCH_ARRIVAL
     last = arrives_2 + W * (n - 3)
     assert rtl.cycles == last + 3
     assert rtl.unit_busy_cycles["DMA"] == S + L

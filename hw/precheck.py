@@ -13,14 +13,16 @@ and every illegal-field test is done here, once per instruction as it is fetched
 read port only adds the offsets to ``lo``/``hi`` and looks at signs.
 
 Timing: the sequencer registers the assembled instruction word in the cycle its last bus
-word arrives (the cycle it used to write IMEM) and writes word and precomputed values in
-the next cycle from that register (hw/sequencer.py); IMEM's read port is transparent for
-that write, so an instruction read in the cycle it is written reads the new row.  Two
-stages (:class:`PreCheck` ``staged``): in the arrival cycle every product of fields is
-formed from the assembled word and registered next to it; in the write cycle the sums,
-compares and illegal-field tests use the registers.  The front end's timing is unchanged
-(``arrived`` counts the instruction in the same cycle as before): the cost is IMEM width
-(:func:`pre_layout`, per opcode, the widest is stored) and the product registers.
+word arrives, and three stages follow (:class:`PreCheck` ``staged``, hw/sequencer.py): in the
+arrival cycle every product of fields is formed from the assembled word and registered next
+to it; in the next cycle the sums, compares and illegal-field tests use those registers
+(with at most one small multiplier each) and their results are registered with the word;
+in the cycle after that word and results are written into IMEM, whose read port is
+transparent for the write, so an instruction can be read two cycles after its last word's
+response (isa/instructions.py ``FETCH_ARRIVAL``).  The cost is IMEM width (:func:`pre_layout`,
+per opcode, the widest is stored), the product registers and a register of the IMEM row;
+the second register cut the path from the product registers through the second multiplier
+and the sums into IMEM's write data (docs/hardware.md "Timing").
 """
 from __future__ import annotations
 

@@ -55,7 +55,7 @@ per-module queues ahead of execution.  Both pay for a second master or a queue p
 here the fetch engine takes only the bus cycles the DMA leaves idle, so the DMA's timing
 (and with it every unit's) is exactly what it was, and a compute-bound layer, where the
 DMA is idle most of the time, fetches for free; the whole program needs no boot, so
-programs of any length run, and the first instruction is in IR 2W + L + 1 cycles after
+programs of any length run, and the first instruction is in IR 2W + L + 2 cycles after
 START (W bus words per instruction, L the memory latency) instead of after the whole image.  Priority to the DMA cannot starve the program: the DMA is idle at
 least one cycle between two commands and whenever the front end waits on an instruction
 (its next command is not issued yet).  LOOP bodies stay resident while they run (``keep``
@@ -75,8 +75,8 @@ from amaranth.utils import ceil_log2
 
 from isa.config import NpuConfig
 from isa.ports import BRANCH_PORT_UNIT, WRITERS, other_writer, writes
-from isa.instructions import (BRANCH_DECIDE, BRANCH_LIMIT_BITS, BY_NAME, INSTR_BITS, INSTR_BYTES, OPCODE_BITS,
-                              ZERO_LOOP_WAIT, BranchTest, BranchType, ErrorCode, Unit, VecDst)
+from isa.instructions import (BRANCH_DECIDE, BRANCH_LIMIT_BITS, BY_NAME, FETCH_ARRIVAL, INSTR_BITS, INSTR_BYTES,
+                              OPCODE_BITS, ZERO_LOOP_WAIT, BranchTest, BranchType, ErrorCode, Unit, VecDst)
 from hw.checker import CODE_BITS, PC_BITS, InstrChecker
 from hw.clock_gate import load_registers
 from hw.decode import fields_layout, instr_layout, opcode
@@ -87,8 +87,9 @@ from hw.mxu import ACC_BITS, PENDING_BITS, mxu_cmd_layout
 
 # The front end below is built for these timing rules (isa/instructions.py): a zero-count
 # LOOP's one cycle in the read port while its skip is registered, and a BRANCH's condition
-# read, registered, decided.
-assert ZERO_LOOP_WAIT == 1 and BRANCH_DECIDE == 2, "hw/sequencer.py implements other timing"
+# read, registered, decided; and a fetched instruction's two cycles from its last bus word to
+# the IMEM write (precheck products, then sums, both registered).
+assert ZERO_LOOP_WAIT == 1 and BRANCH_DECIDE == 2 and FETCH_ARRIVAL == 2, "hw/sequencer.py implements other timing"
 
 # Units with a bit in the wait mask, in bit order.
 WAIT_UNITS = tuple(u for u in sorted(Unit) if u is not Unit.SEQ)
@@ -213,13 +214,16 @@ class Sequencer(wiring.Component):
                 m.d.sync += [req_word.eq(0), fp.eq(fp + 1)]
             with m.Else():
                 m.d.sync += req_word.eq(req_word + 1)
-        # A complete instruction is counted as arrived at once, registered, and written
-        # into its row with its precheck (hw/precheck.py) the next cycle; the read port is
-        # transparent for that write (hw/top.py), so reading it in that cycle sees it.  The
-        # precheck's products are formed from the assembled word (``packed``) in the arrival
-        # cycle and registered alongside it.
-        # What is written is read only in the write cycle (``wr_valid``), so the registers
-        # load only on arrival.
+        # A complete instruction is counted as arrived at once and registered with its
+        # precheck's products (hw/precheck.py: formed from the assembled word, ``packed``, in
+        # the arrival cycle); the next cycle the precheck's sums and compares are formed from
+        # those registers and registered with the word (``wr2_*``), and the cycle after that
+        # both are written into the instruction's row.  The read port is transparent for that
+        # write (hw/top.py), so reading the instruction in that cycle sees it: ``readable``
+        # compares with ``arrived`` a cycle late (``arrived_q``).  No path thus runs from the
+        # product registers through a multiplier and the sums into IMEM's write data (the 4x4
+        # NPU's critical path on the ECP5 on some placements, docs/hardware.md "Timing").
+        # Each register is read only in the cycle after it loads, so each loads only then.
         wr_valid = Signal()
         wr_word = Signal(INSTR_BITS, reset_less=True)
         wr_pc = Signal(pc_bits, reset_less=True)      # its index; its row is the index mod imem_rows
@@ -229,10 +233,18 @@ class Sequencer(wiring.Component):
         m.d.sync += wr_valid.eq(last_word_in)
         written = load_registers(m, "fetch", last_word_in, gate=self.gate_fetch)
         written += [wr_pc.eq(arrived), wr_word.eq(packed)]
+        wr2_valid = Signal()
+        wr2_row = Signal(imem_aw, reset_less=True)
+        wr2_data = Signal(len(self.imem_w.data), reset_less=True)
+        m.d.sync += wr2_valid.eq(wr_valid)
+        write2 = load_registers(m, "fetch_write", wr_valid, gate=self.gate_fetch)
+        write2 += [wr2_row.eq(wr_pc[:imem_aw]), wr2_data.eq(Cat(wr_word, precheck.pre))]
+        arrived_q = Signal(pc_bits)
+        m.d.sync += arrived_q.eq(arrived)
         m.d.comb += [precheck.word_early.eq(packed), precheck.load.eq(last_word_in),
                      precheck.word.eq(wr_word), precheck.pc.eq(wr_pc),
-                     self.imem_w.en.eq(wr_valid), self.imem_w.addr.eq(wr_pc[:imem_aw]),
-                     self.imem_w.data.eq(Cat(wr_word, precheck.pre))]
+                     self.imem_w.en.eq(wr2_valid), self.imem_w.addr.eq(wr2_row),
+                     self.imem_w.data.eq(wr2_data)]
         with m.If(word_in):
             m.d.sync += pack.eq(packed)
             with m.If(resp_word == wpi - 1):
@@ -242,7 +254,7 @@ class Sequencer(wiring.Component):
 
         def restart(pc, base):
             """Start a new stream at instruction ``pc``: drop what is in flight."""
-            m.d.sync += [fp.eq(pc), arrived.eq(pc), req_word.eq(0), resp_word.eq(0), live.eq(0),
+            m.d.sync += [fp.eq(pc), arrived.eq(pc), arrived_q.eq(pc), req_word.eq(0), resp_word.eq(0), live.eq(0),
                          req_addr.eq(base + INSTR_BYTES * pc)]
             m.d.comb += [loops.restart.eq(1), loops.restart_pc.eq(pc)]
 
@@ -291,7 +303,7 @@ class Sequencer(wiring.Component):
         # has arrived (a restart, which resets ``arrived``, also forgets every loop): only the
         # straight-line address is compared, in parallel with the loop stack's choice.
         straight = loops.straight
-        readable = loops.back | (straight >= prog_len) | (straight < arrived)
+        readable = loops.back | (straight >= prog_len) | (straight < arrived_q)
 
         # BRANCH: the condition row is read while the BRANCH is in IR (data the next cycle).
         br = instr_layout("BRANCH")(ir_word)

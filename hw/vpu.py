@@ -19,10 +19,11 @@ Datapath, for a read in cycle t (``WRITE_LATENCY`` = 5 in isa/vector.py):
   products (the DSP blocks' output registers) and the other operations' result (a
   vector's window reduction goes into its accumulator each element).  VDWCONV is VPOOL's
   SUM with each element's ``value - in_zp`` multiplied by operand b's lane (its weight
-  row, read beside the input row) on the lane's multiplier, starting at the bias; its
-  extra stage S1, the cycle after the last element (one cycle per vector in which no
-  element is read: ``P = E*R + 1``), multiplies the sum by the scale into X0, so its
-  writes come a cycle later.
+  row, read beside the input row) on the lane's multiplier, starting at the bias: the
+  product goes into a register (D) and is added to the sum a cycle later; its stage S1,
+  the cycle after the last addition, multiplies the sum by the scale into X0 (two cycles
+  per vector in which no element is read: ``P = E*R + 2``), so its writes come two
+  cycles later.
 * t+3: the adder tree sums X0's partial products into X1 (or X1 takes X0's other result).
 * t+4: stage S2a, the rounding shift of X1 into register Y, which also does VALU's shifts
   (ARITHMETIC_RIGHT_SHIFT with its round flag, LOGICAL_RIGHT_SHIFT: by the lane's b & 31);
@@ -62,7 +63,7 @@ from amaranth.utils import ceil_log2
 
 from isa.config import NpuConfig
 from isa.instructions import OPCODE_BITS, PoolMode, ValuOp, VecMem
-from isa.vector import MAX_ROWS, PARAM_ROWS
+from isa.vector import EXTRA_LATENCY, MAX_ROWS, PARAM_ROWS
 from hw.clock_gate import load_registers
 from hw.decode import instr_layout, opcode
 from hw.interfaces import UnitCtlSignature
@@ -132,8 +133,10 @@ class Vpu(wiring.Component):
         slot_len = Signal(c.p_bits)
         fresh = Signal()                # the cycle after the start
         er_next = named(m, (c.k0 * c.k1) * c.R, "er_next", c.p_bits)
-        # (VDWCONV: E*R + 1, the cycle in which the lane's multiplier scales the sum, S1)
-        m.d.sync += [er.eq(er_next), slot_len.eq(Mux(c.dw, er_next + 1, Mux(er_next > c.W, er_next, c.W))),
+        # (VDWCONV: E*R + X, X = 2: the last product's addition into the sum, then S1, the
+        # cycle in which the lane's multiplier scales the sum)
+        dw_x = EXTRA_LATENCY["VDWCONV"]
+        m.d.sync += [er.eq(er_next), slot_len.eq(Mux(c.dw, er_next + dw_x, Mux(er_next > c.W, er_next, c.W))),
                      fresh.eq(start)]
         r = Signal(range(MAX_ROWS))     # row within the element
         w0 = Signal(8)
@@ -280,10 +283,19 @@ class Vpu(wiring.Component):
         m.d.sync += [e_valid.eq(d_valid), elem_done.eq(arrives),
                      e_first.eq(d_first), e_last_elem.eq(d_last_elem)]
         final = named(m, elem_done & e_last_elem, "final")
-        # VDWCONV's S1: the cycle after its last element, in which the lane's multiplier
-        # scales the window's sum (the pool register) into X1, as ACT's S0 scales its input
+        # VDWCONV's elements: S0 multiplies (value - in_zp) by the weight into the product
+        # register D (the DSP block's output register), and the cycle after, D is added to
+        # the window's sum (the pool register), so that no cycle holds both the multiply and
+        # the 32-bit addition (the 4x4 NPU's critical path on the ECP5 was E -> operand
+        # muxes -> multiplier -> sum, docs/hardware.md "Timing").  S1, the cycle after the
+        # last addition, multiplies the sum by the scale on the same multiplier into X0, as
+        # ACT's S0 scales its input.
+        dw_add = Signal(name="dw_add")          # D holds an element's product
+        dw_first = Signal(name="dw_first")
+        dw_last = Signal(name="dw_last")
+        m.d.sync += [dw_add.eq(elem_done & c.dw), dw_first.eq(e_first), dw_last.eq(final & c.dw)]
         s1 = Signal(name="dw_s1")
-        m.d.sync += s1.eq(final & c.dw)
+        m.d.sync += s1.eq(dw_last)
         # X1 and Y (below) are data registers that load once per vector: reset-less, loaded
         # with an enable, in simulation builds in a domain clocked only when they load
         # (hw/clock_gate.py ``load_registers``), so their next-state logic (the multiply, the rounding shift) costs
@@ -349,14 +361,18 @@ class Vpu(wiring.Component):
             y = Mux(y_is_b, Mux(lsl, power.as_signed(), b[:32].as_signed()), Mux(c.scale32, mul[n], m16))
             product, p0 = lane_product(m, wide, Mux(wide, pre[:48].as_signed(), x), Mux(wide, m16, y),
                                        f"product{n}", small=y_is_b & c.dw, stage=stage)
-            # SUM adds value - in_zp (v32), VDWCONV (value - in_zp) * weight onto its bias
-            acc0 = named(m, Mux(e_first, Mux(pool_max, a32, Mux(c.dw, bias[n], 0)), pool[n]), f"pool_in{n}",
-                         signed(32))
-            addend = Mux(c.dw, p0[:32].as_signed(), v32)     # (17 x 17 signed: the element's product)
-            reduced = named(m, Mux(pool_max, Mux(a32 > acc0, a32, acc0), (acc0 + addend)[:32]),
+            # SUM adds value - in_zp (v32); VDWCONV adds D, (value - in_zp) * weight, onto its
+            # bias a cycle later
+            acc0 = named(m, Mux(e_first, Mux(pool_max, a32, 0), pool[n]), f"pool_in{n}", signed(32))
+            reduced = named(m, Mux(pool_max, Mux(a32 > acc0, a32, acc0), (acc0 + v32)[:32]),
                             f"reduced{n}", signed(32))
-            with m.If(elem_done & c.is_pool):
+            dprod = Signal(signed(32), name=f"dw_prod{n}", reset_less=True)
+            m.d.sync += dprod.eq(p0[:32].as_signed())        # (17 x 17 signed: the element's product)
+            dw_sum = named(m, (Mux(dw_first, bias[n], pool[n]) + dprod)[:32], f"dw_sum{n}", signed(32))
+            with m.If(elem_done & c.is_pool & ~c.dw):
                 m.d.sync += pool[n].eq(reduced)
+            with m.If(dw_add):
+                m.d.sync += pool[n].eq(dw_sum)
             # at the last element (not VDWCONV's): the element's result; at VDWCONV's S1, the
             # scaled sum
             x0_load += [
@@ -466,7 +482,7 @@ class Vpu(wiring.Component):
             self.acc_w.data.eq(Cat(lanes32)),
         ]
 
-        busy = named(m, active | d_valid | e_valid | s1 | x0_valid | x_valid | w_active, "busy")
+        busy = named(m, active | d_valid | e_valid | dw_add | s1 | x0_valid | x_valid | w_active, "busy")
         m.d.comb += [self.ctl.busy.eq(busy), self.ctl.ready.eq(~busy)]
 
         with m.If(start):

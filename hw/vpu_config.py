@@ -142,7 +142,7 @@ def derive(m, c: VpuConfig) -> None:
     r_ab = named(m, Mux(c.b_rows > c.a_rows, c.b_rows, c.a_rows), "cfg_r_ab")
     m.d.comb += c.R.eq(Mux(c.c_rows > r_ab, c.c_rows, r_ab))
     m.d.comb += c.W.eq(rows_of(c.d_mem, c.d_dtype))
-    # The slot length P = max(E*R, W) (E = k0*k1; VDWCONV: E*R + 1) is formed by the unit a
+    # The slot length P = max(E*R, W) (E = k0*k1; VDWCONV: E*R + 2, isa/vector.py EXTRA_LATENCY) is formed by the unit a
     # cycle after the command (hw/vpu.py): only whether it is 1 is decoded with the command.
     m.d.comb += c.p_is_1.eq((c.k0 == 1) & (c.k1 == 1) & (c.R == 1) & (c.W <= 1) & ~c.dw)
     size = named(m, _lut(c.d_dtype, {t: DTYPE_BITS[t] // 8 for t in VecType}), "cfg_d_size", 3)

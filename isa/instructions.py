@@ -171,6 +171,10 @@ LOOP_DEPTH = 4   # LOOPs that may be active (nested) at once
 # condition is read (the condition is registered between the block RAM and the decision).
 ZERO_LOOP_WAIT = 1
 BRANCH_DECIDE = 2
+# An instruction can be read this many cycles after the response of its last bus word: the
+# cycle after the response its precheck sums are formed from registered products, the cycle
+# after that it is written into IMEM with them (the read port is transparent for the write).
+FETCH_ARRIVAL = 2
 
 
 class BranchTest(enum.IntEnum):
@@ -835,9 +839,10 @@ fused, as the MAC array's MATMULs and ACT compute it; the bias and every product
 exact and the sum wraps to int32 at each step (equal to the spec's wherever its REQUIRE
 holds).  The weights are the same for every output vector: window element (w1, w0)
 reads weight row b_addr + w1*k0 + w0 (an ACC or PSRAM row: the low 8 bits of each lane).
-Schedule: after the three parameter rows, k1*k0 + 1 cycles per output vector (the last
-one scales the sum with the lane's multiplier, the one the window's products use), and
-the result is written one cycle later than VPOOL's (isa/vector.py).  Nothing happens when
+Schedule: after the three parameter rows, k1*k0 + 2 cycles per output vector (the last
+product is added to the sum, then the sum is scaled with the lane's multiplier, the one
+the window's products use), and the result is written two cycles later than VPOOL's
+(isa/vector.py).  Nothing happens when
 n0*n1*k0*k1 == 0.  Errors: ILLEGAL_INSTRUCTION for a_mem or b_mem 3, or n0*n1*k0*k1 >
 MAX_VECTOR_STEPS; SRAM_OVERFLOW, when n0*n1*k0*k1 > 0, for PSRAM parameter rows, input,
 weight or output rows past the end of their memory."""),

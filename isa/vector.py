@@ -11,14 +11,15 @@ Schedule (hw/vpu.py implements it; sim/npu_timing.py counts it).  A command take
 VDWCONV) are read in its first ``E*R`` cycles (``R`` rows each: the most any operand it
 reads occupies; an operand with fewer rows reads them first), and its ``W`` result rows are
 written one per cycle from ``WRITE_LATENCY + X`` cycles after its last read (``X`` = 0,
-VDWCONV's 1).  ``P = max(E*R + X, W)``.  The unit is busy from ``c+1`` through the last
+VDWCONV's 2).  ``P = max(E*R + X, W)``.  The unit is busy from ``c+1`` through the last
 write, ``K + (N-1)*P + E*R + X + W + WRITE_LATENCY - 1`` cycles, and takes its next
 command only when idle; a command with ``N*E == 0`` does nothing.
 
-VDWCONV's extra cycle: its window's products and the scaling of the sum share the lane's
-one multiplier, so after the last element's product (S0) the sum goes through the
-multiplier again in a stage of its own (S1), one cycle per output vector in which no
-element is multiplied.
+VDWCONV's two extra cycles: its window's products and the scaling of the sum share the
+lane's one multiplier, and each element's product is registered before it is added to the
+sum (so that no cycle holds a multiply and a 32-bit addition), so after the last element's
+product (S0) comes its addition, then the sum goes through the multiplier again in a stage
+of its own (S1): two cycles per output vector in which no element is multiplied.
 
 Why 5: a row read in cycle ``t`` is on the read port at ``t+1``; the lanes are decoded
 and registered there, the element is computed from those registers at ``t+2`` (the scaling
@@ -58,7 +59,7 @@ PARAM_ROWS = {"ACT": 3, "VRESCALE": 2, "VDWCONV": 3}
 # Instructions whose output vectors reduce a window of k1 x k0 input vectors.
 WINDOWED = ("VPOOL", "VDWCONV")
 # Cycles a vector's result comes later than WRITE_LATENCY after its last read (docstring).
-EXTRA_LATENCY = {"VDWCONV": 1}
+EXTRA_LATENCY = {"VDWCONV": 2}
 
 
 def dtype_range(dtype: VecType) -> tuple[int, int]:

@@ -14,7 +14,8 @@ instruction, ``C = imem_rows``)
     instruction is below PROG_LEN and (c) its row is free: ``i < keep + C``, where ``keep``
     is the first instruction the front end may still read (the first instruction of the
     outermost active LOOP body, else one past the last instruction read).  Instruction
-    ``i`` can be read from cycle ``A(i) = t + L + 1``, ``t`` the request of its last word
+    ``i`` can be read from cycle ``A(i) = t + L + FETCH_ARRIVAL`` (isa/instructions.py: 2),
+    ``t`` the request of its last word
     (``A = -inf`` at or past PROG_LEN: those indices never wait).  A bus word wider than an
     instruction (``bus_bytes > 32``: the 64x64 sweep configuration, which has no RTL, since
     the sequencer needs whole bus words per instruction) carries an aligned group of
@@ -76,7 +77,7 @@ Units (command issued at cycle c; a unit is busy on cycles ``start .. end``)
     ACT, VRESCALE, VALU, VPOOL, TABLE, VDWCONV: busy c+1 .. c+B with
                B = K + (N-1)*P + E*R + X + W + 4 (isa/vector.py: K parameter rows, N output
                vectors of P cycles each, E window elements of R rows read, W rows written
-               from WRITE_LATENCY + X cycles after the last read, X = 1 for VDWCONV, else 0);
+               from WRITE_LATENCY + X cycles after the last read, X = 2 for VDWCONV, else 0);
                ACT: B = count + 8; TABLE: K = 0, E = 1, N = n0*n1, P = max(R, W) (LOAD:
                R = W = 1, so B = N + 5); VDWCONV: K = 3, P = E + 1.
     DMA and VPU are ready only when idle.  An instruction that moves no data (S, N or
@@ -102,7 +103,7 @@ from typing import NamedTuple
 from isa import dma
 from isa import matmul
 from isa.config import NpuConfig
-from isa.instructions import BRANCH_DECIDE, INSTR_BYTES, ZERO_LOOP_WAIT, BranchTest, Unit
+from isa.instructions import BRANCH_DECIDE, FETCH_ARRIVAL, INSTR_BYTES, ZERO_LOOP_WAIT, BranchTest, Unit
 from isa.ports import BRANCH_PORT_UNIT, MEMORIES, other_writer, written
 from isa.vector import schedule
 
@@ -436,7 +437,7 @@ class _Fetcher:
                     t = self._bus_free(t)
                     last, t = t, t + 1
                 self.next_t = t
-                self.arrived[self.fp] = last + self.latency + 1
+                self.arrived[self.fp] = last + self.latency + FETCH_ARRIVAL
                 self.fp += 1
                 continue
             # A bus word holds an aligned group of instructions: one request for the rest of it.
@@ -444,7 +445,7 @@ class _Fetcher:
             t = self._bus_free(max(self.next_t, self._slot_free(end - 1)))
             self.next_t = t + 1
             for i in range(self.fp, end):
-                self.arrived[i] = t + self.latency + 1
+                self.arrived[i] = t + self.latency + FETCH_ARRIVAL
             self.fp = end
         return self.arrived[pc]
 

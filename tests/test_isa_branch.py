@@ -9,7 +9,7 @@ import pytest
 
 from isa import SMALL_CONFIG, ErrorCode
 from isa.asm import assemble
-from isa.instructions import INSTR_BYTES
+from isa.instructions import FETCH_ARRIVAL, INSTR_BYTES
 from isa.program import Program
 from sim.isa.sim import IsaSim
 from sim.npu_timing import TimingModel
@@ -100,7 +100,7 @@ L = CFG.mem_latency
 def _arrives(i, delay=0):
     """Cycle from which instruction i (fetched from cycle 0, ``delay`` cycles of DMA
     traffic before its last word) can be read: its last word is requested at W*(i+1)-1."""
-    return W * (i + 1) - 1 + delay + L + 1
+    return W * (i + 1) - 1 + delay + L + FETCH_ARRIVAL
 
 
 def test_cycles_taken_and_not_taken():
@@ -114,7 +114,7 @@ def test_cycles_taken_and_not_taken():
     d = c + 2
     taken = assemble("BRANCH target=2 test=ALWAYS\nHALT\nHALT")
     r = run(taken, bp.image(taken, b""))
-    target_read = d + 1 + W - 1 + L + 1
+    target_read = d + 1 + W - 1 + L + FETCH_ARRIVAL
     assert (r.ok, r.stop_pc, r.cycles) == (True, 2, target_read + 2 + 1)
     not_taken = assemble("BRANCH target=2 test=NONZERO row=3\nHALT\nHALT")      # row 3 is 0
     r = run(not_taken, bp.image(not_taken, b""))
@@ -128,7 +128,7 @@ def test_cycles_taken_and_not_taken():
     assert (r.ok, r.stop_pc) == (True, 3)
     dma_busy = 1 + L
     branch_read = _arrives(2, dma_busy) + 1
-    assert r.cycles == branch_read + 3 + W - 1 + L + 1 + 2 + 1
+    assert r.cycles == branch_read + 3 + W - 1 + L + FETCH_ARRIVAL + 2 + 1
 
 
 def test_limit_stop_cycles():

@@ -307,41 +307,41 @@ MODEL = TimingModel(CFG)
 
 
 def test_loop_of_matmuls_streams_like_straight_line():
-    # Fetch: 8 words per instruction, instruction i readable at 12 + 8i.  The 60-vector
-    # MATMUL (issue 21, front end ready again at 22 + 60 - 1 = 81) lets the fetch run ahead.
-    # The LOOP is read at 20 and enters IR once instruction 2 is readable (28): issue 29.
+    # Fetch: 8 words per instruction, instruction i readable at 13 + 8i.  The 60-vector
+    # MATMUL (issue 22, front end ready again at 23 + 60 - 1 = 82) lets the fetch run ahead.
+    # The LOOP is read at 21 and enters IR once instruction 2 is readable (29): issue 30.
     looped = MODEL.run([make("MATMUL", n0=60, n1=1), make("LOOP", count=4, body=1),
                         make("MATMUL", n0=6, n1=1), make("HALT")])
-    assert [t.issue for t in looped.per_instruction] == [21, 29, 81, 87, 93, 99, 112]
+    assert [t.issue for t in looped.per_instruction] == [22, 30, 82, 88, 94, 100, 113]
     assert looped.pcs == [0, 1, 2, 2, 2, 2, 3]
-    assert (looped.total_cycles, looped.busy["MXU"]) == (113, 111 - 22 + 1)
+    assert (looped.total_cycles, looped.busy["MXU"]) == (114, 112 - 23 + 1)
     flat = MODEL.run([make("MATMUL", n0=60, n1=1), make("SYNC")] + [make("MATMUL", n0=6, n1=1)] * 4
                      + [make("HALT")])
     assert flat.per_instruction == looped.per_instruction
 
 
 def test_loop_timing_rules():
-    # count 0: LOOP takes its slot, the HALT (instruction 2, readable at 28) enters IR next
+    # count 0: LOOP takes its slot, the HALT (instruction 2, readable at 29) enters IR next
     t = MODEL.run([make("LOOP", count=0, body=1), make("MATMUL", n0=6, n1=1), make("HALT")])
-    assert [x.issue for x in t.per_instruction] == [29, 30] and t.total_cycles == 31
-    # count 0 with the buffer ahead: the MATMUL (issue 21, small array) is idle from 88, so
-    # the SYNC waiting for it issues at 88 and the next SYNC, which left the read port at 88,
-    # at 89; the LOOP, read at 88, waits in the read port one cycle (ZERO_LOOP_WAIT: its skip
-    # is registered) and leaves at 90 instead of 89, issuing at 91; the HALT past the
-    # skipped body is read at 90 and enters IR at 92, the cycle after the LOOP issues.
+    assert [x.issue for x in t.per_instruction] == [30, 31] and t.total_cycles == 32
+    # count 0 with the buffer ahead: the MATMUL (issue 22, small array) is idle from 89, so
+    # the SYNC waiting for it issues at 89 and the next SYNC, which left the read port at 89,
+    # at 90; the LOOP, read at 89, waits in the read port one cycle (ZERO_LOOP_WAIT: its skip
+    # is registered) and leaves at 91 instead of 90, issuing at 92; the HALT past the
+    # skipped body is read at 91 and enters IR at 93, the cycle after the LOOP issues.
     body = [make("MATMUL", n0=60, n1=1), make("SYNC", wait=2), make("SYNC")]
     t = MODEL.run(body + [make("LOOP", count=0, body=1), make("MATMUL", n0=6, n1=1), make("HALT")])
-    assert [x.issue for x in t.per_instruction] == [21, 88, 89, 91, 92] and t.total_cycles == 93
+    assert [x.issue for x in t.per_instruction] == [22, 89, 90, 92, 93] and t.total_cycles == 94
     assert t.pcs == [0, 1, 2, 3, 5]
     t = MODEL.run(body + [make("LOOP", count=1, body=1), make("MATMUL", n0=6, n1=1), make("HALT")])
-    assert [x.issue for x in t.per_instruction][:4] == [21, 88, 89, 90]      # no wait with count 1
+    assert [x.issue for x in t.per_instruction][:4] == [22, 89, 90, 91]      # no wait with count 1
     # the LOOP waits once (for the DMA), the body's SYNCs do not
     t = MODEL.run([make("DMA_LOAD", len0=5, len1=1, len2=1), make("LOOP", count=3, body=1, wait=1),
                    make("SYNC"), make("HALT")])
-    # DMA issues 21 (busy 22 .. 21+5+4 = 30: the fetch waits, instruction 2 readable at 37,
-    # instruction 3 at 45); the LOOP enters IR at 38; the last SYNC leaves the read port
+    # DMA issues 22 (busy 23 .. 22+5+4 = 31: the fetch waits, instruction 2 readable at 38,
+    # instruction 3 at 46); the LOOP enters IR at 39; the last SYNC leaves the read port
     # once the HALT is readable
-    assert [x.issue for x in t.per_instruction] == [21, 38, 39, 40, 46, 47]
+    assert [x.issue for x in t.per_instruction] == [22, 39, 40, 41, 47, 48]
     # an illegal LOOP stops the model by itself
     t = MODEL.run([make("SYNC"), make("LOOP", count=1, body=0), make("HALT")])
     assert (t.stop_index, t.pcs[-1]) == (1, 1)

@@ -798,13 +798,13 @@ def test_vdwconv_is_depthwise_rescale_clamp(seed, stride, k, w_mem):
 
 
 def test_vdwconv_schedule_and_errors():
-    """Three parameter rows, k1*k0 + 1 cycles per output vector, one cycle more latency
-    than VPOOL; the weights' rows are range-checked."""
+    """Three parameter rows, k1*k0 + 2 cycles per output vector (the last product's addition,
+    then S1), two cycles more latency than VPOOL; the weights' rows are range-checked."""
     base = dict(n0=5, n1=2, k0=3, k1=3, w_stride0=1, w_stride1=8, a_mem=ASRAM, b_mem=ASRAM, b_addr=100,
                 d_mem=ASRAM, d_addr=200, d_stride0=1, param_addr=0)
     s = schedule("VDWCONV", make("VDWCONV", **base).values)
-    assert (s.K, s.N, s.E, s.R, s.W, s.P) == (3, 10, 9, 1, 1, 10)
-    assert s.busy == 3 + 9 * 10 + 9 + 1 + 1 + 5 - 1
+    assert (s.K, s.N, s.E, s.R, s.W, s.P) == (3, 10, 9, 1, 1, 11)
+    assert s.busy == 3 + 9 * 11 + 9 + 2 + 1 + 5 - 1
     st = NpuState(CFG, b"")
     with pytest.raises(Trap) as e:
         execute(st, "VDWCONV", **dict(base, b_addr=CFG.asram_rows - 8))
@@ -908,15 +908,16 @@ def test_schedules():
     assert schedule("VPOOL", dict(pool, k1=0)).busy == 0
     assert schedule("VALU", dict(add, n1=0)).busy == 0
 
-    # The timing model uses these: instruction i is fetched by 12 + 8i (8 words + latency 4),
-    # the VALU is in IR at 21 (once instruction 1 has arrived), the VRESCALE at 29 (once the
-    # HALT has); the VPU takes it at 32, the cycle after the VALU's last busy cycle (31).
+    # The timing model uses these: instruction i is fetched by 13 + 8i (8 words, latency 4,
+    # FETCH_ARRIVAL 2), the VALU is in IR at 22 (once instruction 1 has arrived), the VRESCALE
+    # at 30 (once the HALT has); the VPU takes it at 33, the cycle after the VALU's last busy
+    # cycle (32).
     from sim.npu_timing import InstrTiming, TimingModel
 
     prog = [make("VALU", **mul), make("VRESCALE", **rs), make("HALT")]
     t = TimingModel(CFG).run(prog)
-    assert t.per_instruction == [InstrTiming(21, 22, 31), InstrTiming(32, 33, 63), InstrTiming(64, 64, 64)]
-    assert (t.total_cycles, t.busy["VPU"]) == (65, 41)
+    assert t.per_instruction == [InstrTiming(22, 23, 32), InstrTiming(33, 34, 64), InstrTiming(65, 65, 65)]
+    assert (t.total_cycles, t.busy["VPU"]) == (66, 41)
 
 
 def test_doc_rescale_is_apply_scale_where_defined():
