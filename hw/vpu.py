@@ -6,7 +6,7 @@ VRESCALE: multiplier, shift) through operand a's PSRAM port, then ``P`` cycles p
 the first ``E*R`` of which read its window elements (``R`` rows each; operand k reads its
 ``rows_k`` rows in the first ``rows_k`` cycles of each element).
 
-Datapath, for a read in cycle t (``WRITE_LATENCY`` = 5 in isa/vector.py):
+Datapath, for a read in cycle t (``WRITE_LATENCY`` = 6 in isa/vector.py):
 
 * t+1: the read ports hold the row.  Rows before an operand's last are kept in its
   buffer; when an element's last row arrives its lanes are decoded (hw/vpu_lanes.py:
@@ -25,27 +25,30 @@ Datapath, for a read in cycle t (``WRITE_LATENCY`` = 5 in isa/vector.py):
   per vector in which no element is read: ``P = E*R + 2``), so its writes come two
   cycles later.
 * t+3: the adder tree sums X0's partial products into X1 (or X1 takes X0's other result).
-* t+4: stage S2a, the rounding shift of X1 into register Y, which also does VALU's shifts
-  (ARITHMETIC_RIGHT_SHIFT with its round flag, LOGICAL_RIGHT_SHIFT: by the lane's b & 31);
-  the other VALU ops' results pass.
-* t+5 .. t+4+W: stage S2b (comb from Y: zero point, type clip, clamp, output type) feeds
+* t+4, t+5: stage S2a, the rounding shift of X1 into register Y in two steps: the
+  rounding addition (``x + 2**(sh-1)``, double rounding's ``+-2**30``) into register T,
+  then T's shift into Y.  It also does VALU's shifts (ARITHMETIC_RIGHT_SHIFT with its
+  round flag, LOGICAL_RIGHT_SHIFT: by the lane's b & 31); the other VALU ops' results
+  pass.
+* t+6 .. t+5+W: stage S2b (comb from Y: zero point, type clip, clamp, output type) feeds
   the writer, one row per cycle.  VALU's NEGATE clips to T and CLAMP clamps to [imm0,
   imm1] here (S0 leaves them out, hw/vpu_lanes.py ``valu_result``): the command sets the
   type clip and the clamp for them (hw/vpu_config.py), so one clamp serves every
   instruction (S2a had a second one; without it the 4x4 unit has 487 of its 13,943 ECP5
-  LUTs fewer).  X1 changes once per vector, at least P >= W cycles apart, and Y one cycle
-  after it, so the rows of one vector see one Y.
+  LUTs fewer).  X1 changes once per vector, at least P >= W cycles apart, T one cycle
+  after it and Y one after T, so the rows of one vector see one Y.
 
 Why the registers sit there: before them a read port's data went through the lane
 decode, a 50-bit add, a 48x16 or 32x32 multiply, a 64-bit rounding add and shift, the
 zero point and four clamps in one cycle (17 MHz placed on the ECP5, the slowest unit);
 E cuts the memory read and decode off the multiply, Y cuts the multiply and rounding
-shift off the clamps, X0 the multiplies off the adder tree (docs/hardware.md "Timing").
+shift off the clamps, X0 the multiplies off the adder tree, T the rounding addition off
+the shift (docs/hardware.md "Timing").
 
-X0, X1 (with S2a's settings) and Y load once per output vector and are reset-less registers
-with an enable; in simulation builds (``gate_stages``) each is a load domain
-(hw/clock_gate.py) clocked only when it loads, and S2a reads only X1's domain, so
-Verilator evaluates the rounding shift once per vector rather than every cycle
+X0, X1 (with S2a's settings), T and Y load once per output vector and are reset-less
+registers with an enable; in simulation builds (``gate_stages``) each is a load domain
+(hw/clock_gate.py) clocked only when it loads, and each step of S2a reads only the domain
+before it, so Verilator evaluates the rounding shift once per vector rather than every cycle
 (PERFORMANCE.md, "RTL simulation speed").
 
 The unit is busy from the cycle after the command through the last write and takes the
@@ -386,11 +389,21 @@ class Vpu(wiring.Component):
         x0_load += staged
         x0_load += x0_prod.eq(s1 | use_product)
 
-        # -- t+4, S2a: the rounding shift of X1 into Y (VALU: the op's last step) ---------------
+        # -- t+4, S2a: the rounding addition of X1 into T; t+5, S2s: T's shift into Y ----------
+        # (VALU: the op's last step).  Two stages, so that neither the 64-bit carry chain nor
+        # the 64-to-32 window shifter follows the other in one cycle (the vector unit's worst
+        # path alone was X1's shift amount -> rounding decode -> 64-bit add -> shift -> Y).
         x_valid = Signal()
         m.d.sync += x_valid.eq(x1_loads)
+        t_valid = Signal()
+        m.d.sync += t_valid.eq(x_valid)
+        t_total = [Signal(64, name=f"t_total{n}", reset_less=True) for n in range(L)]
+        t_sh = [Signal(6, name=f"t_sh{n}", reset_less=True) for n in range(L)]
+        t_shifted = Signal(name="t_shifted", reset_less=True)
+        t_load = load_registers(m, "vpu_t", x_valid, gate=self.gate_stages)
+        t_load += t_shifted.eq(x1_shifted)
         y_base = [Signal(signed(36), name=f"y_base{n}", reset_less=True) for n in range(L)]
-        y_load = load_registers(m, "vpu_y", x_valid, gate=self.gate_stages)
+        y_load = load_registers(m, "vpu_y", t_valid, gate=self.gate_stages)
         for n in range(L):
             sh = x1_sh[n]
             # 1 << (sh-1), or 0 when sh == 0, as a one-hot decode of sh rather than a shift of
@@ -405,16 +418,19 @@ class Vpu(wiring.Component):
             x1u = x1[n].as_unsigned()
             lo = named(m, x1u[:32] + rnd[:32] + adj_lo, f"total_lo{n}", 34)
             hi = (x1u[32:] + rnd[32:] + adj_hi + lo[32:])[:32]
-            total = named(m, Cat(lo[:32], hi).as_signed(), f"total{n}", signed(64))
+            # T holds the sum to shift, or X1 itself when the op does not shift
+            t_load += [t_total[n].eq(Mux(x1_shifted, Cat(lo[:32], hi), x1u)), t_sh[n].eq(sh)]
+            total = t_total[n].as_signed()
+            tsh = t_sh[n]
             # (total >> sh)[:32] as a 32-bit window of the sign-extended total: a shifter with 32
             # outputs, not a 64-bit one cut afterwards (93 ECP5 LUTs fewer on the 4x4 unit); its
             # first stage (by 32) apart, so that the window is taken from 64 bits, not 95
-            half = named(m, Mux(sh[5], Cat(total[32:], total[63].replicate(32)), total.as_unsigned()),
+            half = named(m, Mux(tsh[5], Cat(total[32:], total[63].replicate(32)), total.as_unsigned()),
                          f"total_sh32_{n}", 64)
-            scaled = half.bit_select(sh[:5], 32).as_signed()
-            y_load += y_base[n].eq(Mux(x1_shifted, scaled, x1[n][:36].as_signed()))
+            scaled = half.bit_select(tsh[:5], 32).as_signed()
+            y_load += y_base[n].eq(Mux(t_shifted, scaled, total[:36].as_signed()))
 
-        # -- t+5 .. t+4+W, S2b and the writer ------------------------------------------------
+        # -- t+6 .. t+5+W, S2b and the writer ------------------------------------------------
         w_active = Signal()
         wj = Signal(range(4))
         di0 = Signal(16)
@@ -431,14 +447,14 @@ class Vpu(wiring.Component):
                     m.d.sync += [di0.eq(di0 + 1), d_vec.eq(d_vec + c.d_s0)]
             with m.Else():
                 m.d.sync += wj.eq(wj + 1)
-        with m.If(x_valid):
+        with m.If(t_valid):
             m.d.sync += [w_active.eq(1), wj.eq(0)]
 
         # S2b: y = clamp(clip(Y + out_zp)), the type clip [tlo, thi] and the clamp [cmin,
         # cmax] each when enabled, in that order.  Each step is y -> min(max(y, lo), hi), and
         # such steps compose into one: y -> min(max(y, A), B) with A and B the chain's values
         # at -inf and +inf.  A and B depend only on the command, so they are registers
-        # (settled two cycles after the command; the first write is five cycles after the
+        # (settled two cycles after the command; the first write is six cycles after the
         # first read), and every lane compares Y with A - out_zp and B - out_zp while it adds
         # out_zp: two compares and a mux in parallel instead of four compare-and-mux steps
         # in series.
@@ -482,7 +498,7 @@ class Vpu(wiring.Component):
             self.acc_w.data.eq(Cat(lanes32)),
         ]
 
-        busy = named(m, active | d_valid | e_valid | dw_add | s1 | x0_valid | x_valid | w_active, "busy")
+        busy = named(m, active | d_valid | e_valid | dw_add | s1 | x0_valid | x_valid | t_valid | w_active, "busy")
         m.d.comb += [self.ctl.busy.eq(busy), self.ctl.ready.eq(~busy)]
 
         with m.If(start):

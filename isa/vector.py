@@ -10,9 +10,10 @@ Schedule (hw/vpu.py implements it; sim/npu_timing.py counts it).  A command take
 ``P`` cycles from ``c+1+K+v*P``: its window elements (``E`` of them, 1 outside VPOOL and
 VDWCONV) are read in its first ``E*R`` cycles (``R`` rows each: the most any operand it
 reads occupies; an operand with fewer rows reads them first), and its ``W`` result rows are
-written one per cycle from ``WRITE_LATENCY + X`` cycles after its last read (``X`` = 0,
+written one per cycle from ``D + X`` cycles after its last read (``D`` = ``WRITE_LATENCY``,
+6, for the vector unit, ``TABLE_WRITE_LATENCY``, 5, for the TABLE unit; ``X`` = 0,
 VDWCONV's 2).  ``P = max(E*R + X, W)``.  The unit is busy from ``c+1`` through the last
-write, ``K + (N-1)*P + E*R + X + W + WRITE_LATENCY - 1`` cycles, and takes its next
+write, ``K + (N-1)*P + E*R + X + W + D - 1`` cycles, and takes its next
 command only when idle; a command with ``N*E == 0`` does nothing.
 
 VDWCONV's two extra cycles: its window's products and the scaling of the sum share the
@@ -21,15 +22,16 @@ sum (so that no cycle holds a multiply and a 32-bit addition), so after the last
 product (S0) comes its addition, then the sum goes through the multiplier again in a stage
 of its own (S1): two cycles per output vector in which no element is multiplied.
 
-Why 5: a row read in cycle ``t`` is on the read port at ``t+1``; the lanes are decoded
+Why 6: a row read in cycle ``t`` is on the read port at ``t+1``; the lanes are decoded
 and registered there, the element is computed from those registers at ``t+2`` (the scaling
 multiply's partial products, VALU, the pooling step) into X0, the partial products are
-summed at ``t+3`` into X1, the rounding shift runs from X1 at ``t+4`` into a register, and
-zero point, clamps and the output format run from that register as the row is written at
-``t+5``.  Each of those steps is about one multiplier or one 64-bit carry chain deep, so
-the clock is not limited by a read port feeding a multiplier feeding a shifter (hw/vpu.py,
-hw/table.py: the TABLE unit registers its table entries between the table read and the
-interpolation; docs/hardware.md "Timing").
+summed at ``t+3`` into X1, the rounding addition runs from X1 at ``t+4`` into T, the shift
+from T at ``t+5`` into Y, and zero point, clamps and the output format run from Y as the
+row is written at ``t+6``.  Each of those steps is about one multiplier, one 64-bit carry
+chain or one shifter deep, so the clock is not limited by a read port feeding a multiplier
+feeding a shifter (hw/vpu.py; docs/hardware.md "Timing").  The TABLE unit (hw/table.py)
+has no rounding shift: it registers its table entries between the table read and the
+interpolation, and writes at ``t+5``.
 """
 from __future__ import annotations
 
@@ -54,7 +56,8 @@ TABLE_TYPES = {TableMode.INT8: (VecType.INT8, VecType.INT8), TableMode.INT16: (V
 TABLE_SRC_MEMS = frozenset({VecMem.ASRAM, VecMem.ACC})
 
 MAX_ROWS = 6                 # an INT48 vector in ASRAM
-WRITE_LATENCY = 5            # cycles from a vector's last read to its first write (docstring)
+WRITE_LATENCY = 6            # cycles from a vector's last read to its first write (docstring)
+TABLE_WRITE_LATENCY = 5      # the TABLE unit's (hw/table.py: no rounding shift)
 PARAM_ROWS = {"ACT": 3, "VRESCALE": 2, "VDWCONV": 3}
 # Instructions whose output vectors reduce a window of k1 x k0 input vectors.
 WINDOWED = ("VPOOL", "VDWCONV")
@@ -252,14 +255,15 @@ class Schedule:
     R: int      # rows per element (the most any operand read occupies)
     W: int      # rows written per output vector
     P: int      # cycles per output vector
-    X: int = 0  # cycles of latency beyond WRITE_LATENCY (EXTRA_LATENCY)
+    X: int = 0  # cycles of latency beyond the write latency (EXTRA_LATENCY)
+    latency: int = WRITE_LATENCY    # the unit's write latency (TABLE: TABLE_WRITE_LATENCY)
 
     @property
     def busy(self) -> int:
         """Busy cycles (from the cycle after the command is taken); 0 if nothing happens."""
         if self.N * self.E == 0:
             return 0
-        return self.K + (self.N - 1) * self.P + self.E * self.R + self.X + self.W + WRITE_LATENCY - 1
+        return self.K + (self.N - 1) * self.P + self.E * self.R + self.X + self.W + self.latency - 1
 
 
 def schedule(name: str, v: dict) -> Schedule:
@@ -267,10 +271,11 @@ def schedule(name: str, v: dict) -> Schedule:
     if name == "ACT":
         return Schedule(K=PARAM_ROWS["ACT"], N=v["count"], E=1, R=1, W=1, P=1)
     if name == "TABLE" and v["mode"] == TableMode.LOAD:     # one ASRAM row -> one TSRAM row
-        return Schedule(K=0, N=v["n0"] * v["n1"], E=1, R=1, W=1, P=1)
+        return Schedule(K=0, N=v["n0"] * v["n1"], E=1, R=1, W=1, P=1, latency=TABLE_WRITE_LATENCY)
     reads, out = operands(name, v)
     E = v["k0"] * v["k1"] if name in WINDOWED else 1
     R = max(op.rows for op in reads)
     X = EXTRA_LATENCY.get(name, 0)
     return Schedule(K=PARAM_ROWS.get(name, 0), N=v["n0"] * v["n1"], E=E, R=R, W=out.rows,
-                    P=max(E * R + X, out.rows), X=X)
+                    P=max(E * R + X, out.rows), X=X,
+                    latency=TABLE_WRITE_LATENCY if name == "TABLE" else WRITE_LATENCY)

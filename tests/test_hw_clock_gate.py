@@ -72,7 +72,7 @@ def _unit_clocks(gated: str, unit: str) -> dict[str, str]:
 
 
 @pytest.mark.parametrize("unit, domain, loads", [
-    ("npu.vpu", "vector", {"vpu_x0", "vpu_x1", "vpu_y"}), ("npu.table", "table", set())])
+    ("npu.vpu", "vector", {"vpu_x0", "vpu_x1", "vpu_t", "vpu_y"}), ("npu.table", "table", set())])
 def test_units_run_on_their_own_clocks(gated, unit, domain, loads):
     """Every register of a gated unit is clocked by its domain's gated clock or by a load
     domain's gate of that clock, never by ``clk``."""

@@ -49,6 +49,8 @@ import numpy as np
 from isa.config import NpuConfig
 from isa.instructions import BY_NAME, Sram, Unit, VecMem
 from isa.ports import written
+from isa.vector import EXTRA_LATENCY, WRITE_LATENCY
+from isa.vector import PARAM_ROWS as VECTOR_PARAM_ROWS
 from tosa_ir.errors import Unsupported
 
 from compiler.core.dma import Window, fill_name, load_window
@@ -270,7 +272,10 @@ def share_ops(layer: ConvLayer, share: Share, ext, config: NpuConfig, index: int
     src, dst = ext.view(layer.input), ext.view(layer.output)
     fill_addr = ext.constants[fill_name(layer.input_zp)]
     budget = max(int(FILL * matmul_cycles), 1)
-    chunk = max(1, (budget - 8) // (taps + 1))            # VDWCONV: 10n + 8 cycles for 3x3
+    # VDWCONV of n vectors (R = W = 1): n*P + K + D cycles, P = taps + X (isa/vector.py), so
+    # 11n + 9 for 3x3
+    slot = taps + EXTRA_LATENCY["VDWCONV"]
+    chunk = max(1, (budget - VECTOR_PARAM_ROWS["VDWCONV"] - WRITE_LATENCY) // slot)
     load_rows = max(1, budget // (2 * share.in_cols))      # input rows per load
     store_rows = max(1, budget // (2 * ow))                # output rows per store
     w_base = share.asram_base
