@@ -44,10 +44,14 @@ from amaranth.utils import ceil_log2
 
 from isa.config import NpuConfig
 from isa.instructions import OPCODE_BITS, TSRAM_BYTES, TableMode, VecMem
+from isa.vector import TABLE_WRITE_LATENCY
 from hw.decode import instr_layout, opcode
 from hw.interfaces import UnitCtlSignature
 from hw.sequencer import vpu_cmd_layout
 from hw.signals import named
+
+# The pipeline below writes a vector five cycles after its last read (isa/vector.py).
+assert TABLE_WRITE_LATENCY == 5, "hw/table.py implements other timing"
 
 PTR_BITS = 18       # row pointers: 16-bit addresses plus stride steps past the last vector
 

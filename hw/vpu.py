@@ -66,7 +66,7 @@ from amaranth.utils import ceil_log2
 
 from isa.config import NpuConfig
 from isa.instructions import OPCODE_BITS, PoolMode, ValuOp, VecMem
-from isa.vector import EXTRA_LATENCY, MAX_ROWS, PARAM_ROWS
+from isa.vector import EXTRA_LATENCY, MAX_ROWS, PARAM_ROWS, WRITE_LATENCY
 from hw.clock_gate import load_registers
 from hw.decode import instr_layout, opcode
 from hw.interfaces import UnitCtlSignature
@@ -74,6 +74,11 @@ from hw.sequencer import vpu_cmd_layout
 from hw.signals import named
 from hw.vpu_config import VpuConfig, command_fields, derive
 from hw.vpu_lanes import decode_lanes, lane_product, valu_result
+
+# The pipeline below is built for these schedule rules (isa/vector.py): a read's first write
+# six cycles later (E, S0, X0, X1, T, Y), and VDWCONV's two cycles more per vector (the last
+# product's addition, then S1).
+assert WRITE_LATENCY == 6 and EXTRA_LATENCY["VDWCONV"] == 2, "hw/vpu.py implements other timing"
 
 LANE_BITS = 32
 OPERANDS = ("a", "b", "c")
@@ -299,7 +304,7 @@ class Vpu(wiring.Component):
         m.d.sync += [dw_add.eq(elem_done & c.dw), dw_first.eq(e_first), dw_last.eq(final & c.dw)]
         s1 = Signal(name="dw_s1")
         m.d.sync += s1.eq(dw_last)
-        # X1 and Y (below) are data registers that load once per vector: reset-less, loaded
+        # X0, X1, T and Y (below) are data registers that load once per vector: reset-less, loaded
         # with an enable, in simulation builds in a domain clocked only when they load
         # (hw/clock_gate.py ``load_registers``), so their next-state logic (the multiply, the rounding shift) costs
         # Verilator nothing in the other cycles of a vector
@@ -389,7 +394,7 @@ class Vpu(wiring.Component):
         x0_load += staged
         x0_load += x0_prod.eq(s1 | use_product)
 
-        # -- t+4, S2a: the rounding addition of X1 into T; t+5, S2s: T's shift into Y ----------
+        # -- t+4 and t+5, S2a: the rounding addition of X1 into T, then T's shift into Y -------
         # (VALU: the op's last step).  Two stages, so that neither the 64-bit carry chain nor
         # the 64-to-32 window shifter follows the other in one cycle (the vector unit's worst
         # path alone was X1's shift amount -> rounding decode -> 64-bit add -> shift -> Y).

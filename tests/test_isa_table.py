@@ -250,7 +250,7 @@ def test_asm_round_trip():
                                                 (INT16, ACC, ACC, 1), (INT16, ASRAM, ACC, 2), (LOAD, ASRAM, ASRAM, 1)])
 def test_busy_cycles(mode, a_mem, d_mem, P):
     """Busy = (N-1)*P + R + W + 4 (isa/vector.py): P = max(R, W) cycles per vector, the
-    writes of a vector five cycles (WRITE_LATENCY) after its last read."""
+    writes of a vector five cycles (TABLE_WRITE_LATENCY) after its last read."""
     instr = make("TABLE", mode=mode, n0=5, n1=3, a_mem=a_mem, a_stride0=2, d_mem=d_mem, d_stride0=4)
     R = 2 if (mode == INT16 and a_mem == ASRAM) else 1
     W = {INT8: 1, LOAD: 1}.get(mode, 4 if d_mem == ASRAM else 1)
