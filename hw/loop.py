@@ -74,7 +74,10 @@ class LoopStack(wiring.Component):
     ``enter``: a legal LOOP (fields ``count``, ``body``, increments in ``loop``; index
     ``loop_pc``; ``body_end`` = ``loop_pc + 1 + body``, precomputed as the LOOP entered the
     instruction buffer, hw/precheck.py) is in the fetch stage and leaves it if the
-    sequencer fetches this cycle; with count > 0 it pushes a level.  ``skip``: a legal
+    sequencer fetches this cycle; with count > 0 it pushes a level.  ``pending``: a LOOP
+    with count > 0 is in the fetch stage, legal or not (its fields in ``loop``, ``loop_pc``
+    and ``body_end`` as for ``enter``), from IMEM's read data without the checker's rules:
+    the free level's registers take it (only ``valid`` waits for ``enter``).  ``skip``: a legal
     LOOP with count 0 is in the fetch stage and leaves it if the sequencer fetches, which
     then goes on at ``skip_end`` (its ``body_end``); both from registers.
     ``back``: a level loops back at this fetch (``addr`` is its first instruction, else
@@ -117,6 +120,7 @@ class LoopStack(wiring.Component):
             "loop": In(self._loop_fields),
             "loop_pc": In(pc_bits),
             "body_end": In(pc_bits),
+            "pending": In(1),
             "skip": In(1),
             "skip_end": In(pc_bits),
             "restart_pc": In(pc_bits),
@@ -210,6 +214,23 @@ class LoopStack(wiring.Component):
         for d in reversed(range(depth)):               # lowest free level
             with m.If(~valid[d]):
                 m.d.comb += slot.eq(d)
+        # A free level's registers are written whenever a LOOP with count > 0 is in the read
+        # port (``pending``), legal or not and fetched or not: only its ``valid`` waits for
+        # ``enter``, so the checker's LOOP rules over IMEM's read data (late) reach LOOP_DEPTH
+        # flip-flops instead of the enables of every level register (the NPU's worst path on
+        # the ULX3S: IMEM -> LOOP rules -> ``lv0_start``).  Harmless: nothing reads an
+        # invalid level (every use is gated by ``valid``) nor ``outer_start`` with no loop
+        # active, and the values written in the cycle that pushes are the ones the push
+        # needs (``total`` and ``slot`` change only on a fetch or a restart).
+        with m.If(self.pending & ~valid[-1]):
+            for d in range(depth):
+                with m.If(slot == d):
+                    m.d.sync += [end[d].eq(self.body_end), start[d].eq(self.loop_pc + 1),
+                                 left[d].eq(self.loop.count - 1), more[d].eq(self.loop.count != 1)]
+                    for s in Space:
+                        m.d.sync += [inc[d][s].eq(self.loop[incs[s]]), cur[d][s].eq(total[s])]
+            with m.If(~valid[0]):
+                m.d.sync += outer_start.eq(self.loop_pc + 1)
         with m.If(self.advance):
             m.d.sync += seq_pc.eq(self.addr + 1)
             with m.If(at_end.any()):
@@ -223,12 +244,7 @@ class LoopStack(wiring.Component):
                 # A legal LOOP is never the last instruction of an active body: nothing ends now.
                 for d in range(depth):
                     with m.If(slot == d):
-                        m.d.sync += [valid[d].eq(1), end[d].eq(self.body_end), start[d].eq(self.loop_pc + 1),
-                                     left[d].eq(self.loop.count - 1), more[d].eq(self.loop.count != 1)]
-                        for s in Space:
-                            m.d.sync += [inc[d][s].eq(self.loop[incs[s]]), cur[d][s].eq(total[s])]
-                with m.If(~valid[0]):
-                    m.d.sync += outer_start.eq(self.loop_pc + 1)
+                        m.d.sync += valid[d].eq(1)
         with m.If(self.restart):
             m.d.sync += seq_pc.eq(self.restart_pc)
             m.d.sync += [v.eq(0) for v in valid]

@@ -364,6 +364,7 @@ class Sequencer(wiring.Component):
             # A LOOP in the read port leaves it exactly when the sequencer fetches (the loop
             # stack needs the LOOP to know the fetch address).
             loops.enter.eq(f_valid & checker.loop_ok),
+            loops.pending.eq(f_valid & (f_word[:OPCODE_BITS] == opcode("LOOP")) & (f_view.count != 0)),
             loops.loop_pc.eq(f_pc),
             loops.body_end.eq(checker.body_end),
             loops.skip.eq(skip_wait & skip_legal),
