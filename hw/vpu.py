@@ -459,7 +459,7 @@ class Vpu(wiring.Component):
         # cmax] each when enabled, in that order.  Each step is y -> min(max(y, lo), hi), and
         # such steps compose into one: y -> min(max(y, A), B) with A and B the chain's values
         # at -inf and +inf.  A and B depend only on the command, so they are registers
-        # (settled two cycles after the command; the first write is six cycles after the
+        # (settled three cycles after the command; the first write is six cycles after the
         # first read), and every lane compares Y with A - out_zp and B - out_zp while it adds
         # out_zp: two compares and a mux in parallel instead of four compare-and-mux steps
         # in series.
@@ -475,8 +475,11 @@ class Vpu(wiring.Component):
         below, above = Signal(signed(43)), Signal(signed(43))               # A - out_zp, B - out_zp
         lo_chain = named(m, chain(Const(-big, signed(42))), "bound_lo_next", signed(42))
         hi_chain = named(m, chain(Const(big, signed(42))), "bound_hi_next", signed(42))
+        # The bounds are registered before ``out_zp`` is subtracted (the chain of four
+        # compare-and-mux steps and the subtraction in one cycle were the unit's worst path
+        # alone, 19.2 ns: docs/hardware.md "Timing"); a command's first write is far later.
         m.d.sync += [bound_lo.eq(lo_chain), bound_hi.eq(hi_chain),
-                     below.eq(lo_chain - c.out_zp), above.eq(hi_chain - c.out_zp)]
+                     below.eq(bound_lo - c.out_zp), above.eq(bound_hi - c.out_zp)]
         out = []
         for n in range(L):
             y0 = named(m, y_base[n] + c.out_zp, f"y0_{n}", signed(37))
