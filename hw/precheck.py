@@ -41,7 +41,8 @@ from isa.instructions import (DMA_ELEM_SIZES, INSTR_BITS, INSTR_BYTES, INSTRUCTI
 from hw.clock_gate import load_registers
 from hw.decode import RESERVED, instr_layout
 from hw.table_check import table_errors
-from hw.vpu_check import CHECKED as VECTOR_CHECKED, Term, as_signed, capped, capped_product, excess, mul, vector_errors
+from hw.vpu_check import (CHECKED as VECTOR_CHECKED, Term, as_signed, capped, capped_product, excess, mul, now,
+                          vector_errors)
 
 
 class Rules(NamedTuple):
@@ -69,11 +70,6 @@ def index_bits(cfg: NpuConfig) -> int:
 
 def dma_mask_bits(bus_bytes: int) -> int:
     return max(bus_bytes.bit_length() - 1, max(DMA_ELEM_SIZES).bit_length() - 1)
-
-
-def now(value):
-    """The default ``early``: a value of the fields, used where it is formed."""
-    return value
 
 
 def _dma(cfg: NpuConfig, v, store: bool, mul=mul, early=now) -> Rules:
@@ -111,8 +107,12 @@ def _dma(cfg: NpuConfig, v, store: bool, mul=mul, early=now) -> Rules:
     # register instead of a 33 x 19-bit one (hw/vpu_check.py capped_product).  Past the
     # cap the stored excess is smaller than the exact one but still >= 0 for every loop
     # offset that keeps the first row >= 0, so the checker's code is unchanged.
-    count = capped_product(planes_lines, line_words, limit)
-    if not store:
+    # Both factors of the count are capped before the register (``early``): after it, the
+    # count's multiplier starts at registers and ends in one sum (the cap of the product
+    # register in front of it was the NPU's worst path, docs/fpga.md).
+    if store:
+        count = capped_product(early(capped(planes_lines, limit)), line_words, limit)
+    else:
         # Packed lines (isa/dma.py plane_words): KP words per plane, the plane's bytes rounded
         # up once.  One multiplier after the register serves both cases.  The plane's bytes
         # are capped before they are rounded (no carry chain before the cap): at or above
@@ -124,7 +124,8 @@ def _dma(cfg: NpuConfig, v, store: bool, mul=mul, early=now) -> Rules:
         # capped multiply and one sum are left (the sequencer's worst path before:
         # docs/hardware.md "Timing")
         plane_words = early((plane_bytes + (bus - 1)) >> align_bits)
-        count = capped_product(Mux(v.pack, v.len2, planes_lines), Mux(v.pack, plane_words, line_words), limit)
+        planes = early(capped(Mux(v.pack, v.len2, planes_lines), limit))
+        count = capped_product(planes, Mux(v.pack, plane_words, line_words), limit)
     # excess(sram_addr + count, depth + 1), the constant part formed early: one sum after the
     # multiplier.
     sram_hi = early(as_signed(v.sram_addr) - as_signed(depth + 1)) + count
@@ -168,7 +169,7 @@ def rules(cfg: NpuConfig, name: str, v, mul=mul, pc=None, early=now) -> Rules:
         illegal, over, terms = table_errors(cfg, v, mul=mul)
         return Rules(reserved | illegal, over=over, terms=tuple(terms))
     if name in VECTOR_CHECKED:
-        illegal, terms = vector_errors(cfg, name, v, mul=mul)
+        illegal, terms = vector_errors(cfg, name, v, mul=mul, early=early)
         return Rules(reserved | illegal, terms=tuple(terms))
     if name == "LOOP":
         # The body's end as an index, and its length's own limits, are known at fetch: the
