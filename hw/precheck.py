@@ -41,8 +41,7 @@ from isa.instructions import (DMA_ELEM_SIZES, INSTR_BITS, INSTR_BYTES, INSTRUCTI
 from hw.clock_gate import load_registers
 from hw.decode import RESERVED, instr_layout
 from hw.table_check import table_errors
-from hw.vpu_check import (CHECKED as VECTOR_CHECKED, Term, as_signed, capped, capped_product, excess, mul, now,
-                          vector_errors)
+from hw.vpu_check import CHECKED as VECTOR_CHECKED, Term, as_signed, capped, capped_product, excess, mul, vector_errors
 
 
 class Rules(NamedTuple):
@@ -70,6 +69,11 @@ def index_bits(cfg: NpuConfig) -> int:
 
 def dma_mask_bits(bus_bytes: int) -> int:
     return max(bus_bytes.bit_length() - 1, max(DMA_ELEM_SIZES).bit_length() - 1)
+
+
+def now(value):
+    """The default ``early``: a value of the fields, used where it is formed."""
+    return value
 
 
 def _dma(cfg: NpuConfig, v, store: bool, mul=mul, early=now) -> Rules:
@@ -169,7 +173,7 @@ def rules(cfg: NpuConfig, name: str, v, mul=mul, pc=None, early=now) -> Rules:
         illegal, over, terms = table_errors(cfg, v, mul=mul)
         return Rules(reserved | illegal, over=over, terms=tuple(terms))
     if name in VECTOR_CHECKED:
-        illegal, terms = vector_errors(cfg, name, v, mul=mul, early=early)
+        illegal, terms = vector_errors(cfg, name, v, mul=mul)
         return Rules(reserved | illegal, terms=tuple(terms))
     if name == "LOOP":
         # The body's end as an index, and its length's own limits, are known at fetch: the

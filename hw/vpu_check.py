@@ -72,11 +72,6 @@ def excess(last, limit) -> object:
     return as_signed(last) - as_signed(limit)
 
 
-def now(value):
-    """The default ``early`` (hw/precheck.py): a value of the fields, used where it is formed."""
-    return value
-
-
 def mul(a, b) -> object:
     """A product of field values.  Rule functions take the multiplication as a parameter
     (``mul``) so that hw/precheck.py can compute every product a cycle ahead of the rest."""
@@ -122,13 +117,13 @@ def _operand(config, v, prefix, gate, mem, dtype, **kw) -> Term:
     return Term(f"{prefix}_addr", gate, _excess(config, v, prefix, mem, dtype, **kw))
 
 
-def vector_errors(config: NpuConfig, name: str, fields, mul=mul, early=now) -> tuple[object, list[Term]]:
+def vector_errors(config: NpuConfig, name: str, fields, mul=mul) -> tuple[object, list[Term]]:
     """(illegal, range terms) of instruction ``name`` whose field values are ``fields`` (a
     view of the instruction word); SRAM_OVERFLOW when any term fails."""
     v = _Fields(name, fields)
     kw = {"mul": mul}
     mems = [p for p in ("a", "b", "c") if f"{p}_mem" in v]
-    illegal = Cat(v[f"{p}_mem"] > max(VecMem) for p in mems).any() | too_long(name, v, mul=mul, early=early)
+    illegal = Cat(v[f"{p}_mem"] > max(VecMem) for p in mems).any() | too_long(name, v, mul=mul)
     if name == "VRESCALE":
         illegal = illegal | ~_is_any(v.in_type, VRESCALE_IN_TYPES) | ~_is_any(v.out_type, VRESCALE_OUT_TYPES)
         touches = (v.n0 != 0) & (v.n1 != 0)
@@ -166,18 +161,17 @@ def vector_errors(config: NpuConfig, name: str, fields, mul=mul, early=now) -> t
     raise ValueError(f"{name} is not a vector instruction")
 
 
-def too_long(name: str, v, mul=mul, early=now) -> object:
+def too_long(name: str, v, mul=mul) -> object:
     """More than MAX_VECTOR_STEPS vector steps (isa/vector.py ``steps``, on field values):
     ``n0*n1``, times ``k0*k1`` for VPOOL and VDWCONV.  The field products go through ``mul`` (formed a
     cycle ahead in hw/precheck.py); VPOOL's product of the two is capped
-    (:func:`capped_product`), exact up to the limit, which is all the compare needs.  Its
-    factors are capped where the field products are formed (``early``, hw/precheck.py):
-    after the precheck's register only the capped multiply and the compare are left (the cap
-    of a product register in front of it was the NPU's worst path, docs/fpga.md)."""
+    (:func:`capped_product`), exact up to the limit, which is all the compare needs."""
     n = mul(v.n0, v.n1)
     if name in WINDOWED:
-        n = capped_product(early(capped(n, MAX_VECTOR_STEPS)),
-                           early(capped(mul(v.k0, v.k1), MAX_VECTOR_STEPS)), MAX_VECTOR_STEPS)
+        # Not capped before the register as the DMA's factors are (hw/precheck.py): two more
+        # multipliers in the arrival stage made it the worst path, 39.51 -> 36.07 MHz on the
+        # ULX3S (docs/fpga.md, "Registers where the routed reports said").
+        n = capped_product(n, mul(v.k0, v.k1), MAX_VECTOR_STEPS)
     return n > MAX_VECTOR_STEPS
 
 
