@@ -168,10 +168,18 @@ def too_long(name: str, v, mul=mul) -> object:
     (:func:`capped_product`), exact up to the limit, which is all the compare needs."""
     n = mul(v.n0, v.n1)
     if name in WINDOWED:
-        # Not capped before the register as the DMA's factors are (hw/precheck.py): two more
-        # multipliers in the arrival stage made it the worst path, 39.51 -> 36.07 MHz on the
-        # ULX3S (docs/fpga.md, "Registers where the routed reports said").
-        n = capped_product(n, mul(v.k0, v.k1), MAX_VECTOR_STEPS)
+        # Only compared with the limit, so not capped (a mux in front of the multiplier,
+        # the NPU's worst path on the ULX3S, docs/fpga.md): the low bits are multiplied
+        # straight from the product registers, and a factor with high bits set makes the
+        # product exceed the limit exactly when the other is non-zero (2**s > limit + 1).
+        # (Capping the factors before the register instead put two more multipliers in the
+        # precheck's arrival stage: 39.51 -> 36.07 MHz, measured.)
+        k = mul(v.k0, v.k1)
+        s = (MAX_VECTOR_STEPS + 1).bit_length()
+        n, k = Value.cast(n), Value.cast(k)
+        high_n = n[s:].any() if len(n) > s else 0
+        high_k = k[s:].any() if len(k) > s else 0
+        return ((n[:s] * k[:s]) > MAX_VECTOR_STEPS) | (high_n & (k != 0)) | (high_k & (n != 0))
     return n > MAX_VECTOR_STEPS
 
 
