@@ -339,14 +339,14 @@ class Sequencer(wiring.Component):
         # legality and end are registered; the cycle after, the loop stack skips its body
         # from those registers.  So neither the fetch address nor the fetch decision
         # depends on the checker's LOOP rules over IMEM's read data in the cycle it is read.
+        f_loop = f_valid & (f_word[:OPCODE_BITS] == opcode("LOOP"))     # a LOOP in the read port
         zero_loop = Signal()
         skip_wait = Signal()          # the zero-count LOOP in the read port has waited
         skip_legal = Signal()
         skip_end = Signal(pc_bits)
         hold = Signal()
         m.d.comb += [
-            zero_loop.eq(f_valid & (f_word[:OPCODE_BITS] == opcode("LOOP")) & f_pre.LOOP.skip
-                         & (f_pc < prog_len)),
+            zero_loop.eq(f_loop & f_pre.LOOP.skip & (f_pc < prog_len)),
             hold.eq(zero_loop & ~skip_wait),
         ]
         m.d.comb += [
@@ -364,7 +364,7 @@ class Sequencer(wiring.Component):
             # A LOOP in the read port leaves it exactly when the sequencer fetches (the loop
             # stack needs the LOOP to know the fetch address).
             loops.enter.eq(f_valid & checker.loop_ok),
-            loops.pending.eq(f_valid & (f_word[:OPCODE_BITS] == opcode("LOOP")) & (f_view.count != 0)),
+            loops.pending.eq(f_loop & (f_view.count != 0)),
             loops.loop_pc.eq(f_pc),
             loops.body_end.eq(checker.body_end),
             loops.skip.eq(skip_wait & skip_legal),

@@ -92,6 +92,20 @@ def capped_product(a, b, limit: int) -> object:
     return capped(a, limit) * capped(b, limit)
 
 
+def product_exceeds(a, b, limit: int) -> object:
+    """``a * b > limit`` (both unsigned), exactly, with ``s``-bit factors (``2**s > limit +
+    1``, as :func:`capped`) multiplied straight from ``a`` and ``b``: a factor with bits at
+    or above ``s`` makes the product exceed the limit exactly when the other is non-zero.
+    Where only the compare is needed this is :func:`capped_product` without the cap's mux in
+    front of the multiplier (on the NPU's worst path on the ULX3S, docs/fpga.md)."""
+    s = (limit + 1).bit_length()
+    a, b = Value.cast(a), Value.cast(b)
+    assert not (a.shape().signed or b.shape().signed), "product_exceeds takes unsigned factors"
+    high_a = a[s:].any() if len(a) > s else 0
+    high_b = b[s:].any() if len(b) > s else 0
+    return ((a[:s] * b[:s]) > limit) | (high_a & (b != 0)) | (high_b & (a != 0))
+
+
 def capped(x, limit: int) -> object:
     """Unsigned ``x`` capped at ``2**s - 1`` (``2**s > limit + 1``), a factor of
     :func:`capped_product` (capping it twice changes nothing)."""
@@ -164,22 +178,13 @@ def vector_errors(config: NpuConfig, name: str, fields, mul=mul) -> tuple[object
 def too_long(name: str, v, mul=mul) -> object:
     """More than MAX_VECTOR_STEPS vector steps (isa/vector.py ``steps``, on field values):
     ``n0*n1``, times ``k0*k1`` for VPOOL and VDWCONV.  The field products go through ``mul`` (formed a
-    cycle ahead in hw/precheck.py); VPOOL's product of the two is capped
-    (:func:`capped_product`), exact up to the limit, which is all the compare needs."""
+    cycle ahead in hw/precheck.py); the product of the two is compared by
+    :func:`product_exceeds`, exact, with no cap in front of its multiplier."""
     n = mul(v.n0, v.n1)
     if name in WINDOWED:
-        # Only compared with the limit, so not capped (a mux in front of the multiplier,
-        # the NPU's worst path on the ULX3S, docs/fpga.md): the low bits are multiplied
-        # straight from the product registers, and a factor with high bits set makes the
-        # product exceed the limit exactly when the other is non-zero (2**s > limit + 1).
-        # (Capping the factors before the register instead put two more multipliers in the
-        # precheck's arrival stage: 39.51 -> 36.07 MHz, measured.)
-        k = mul(v.k0, v.k1)
-        s = (MAX_VECTOR_STEPS + 1).bit_length()
-        n, k = Value.cast(n), Value.cast(k)
-        high_n = n[s:].any() if len(n) > s else 0
-        high_k = k[s:].any() if len(k) > s else 0
-        return ((n[:s] * k[:s]) > MAX_VECTOR_STEPS) | (high_n & (k != 0)) | (high_k & (n != 0))
+        # (Capping the factors before the precheck's register instead put two more
+        # multipliers in its arrival stage: 39.51 -> 36.07 MHz on the ULX3S, measured.)
+        return product_exceeds(n, mul(v.k0, v.k1), MAX_VECTOR_STEPS)
     return n > MAX_VECTOR_STEPS
 
 
