@@ -43,7 +43,10 @@ def test_runaway_branch_stops(small_rtl, limit):
     instrs, mem = runaway_branch()
     rtl, ref = rtl_harness.lockstep(small_rtl, CFG, instrs, mem, expect=ErrorCode.WATCHDOG, max_cycles=limit)
     # A limit inside boot (64 words + latency) takes effect when instruction 0 reaches IR.
-    assert limit < rtl.cycles <= max(limit, 71) + 20
+    # The latest stop: a limit just after the backward branch's decision (cycle 74 of the
+    # first iteration) stops once that branch's target is fetched again and in IR, 23 cycles
+    # later (the exact cycle is the lockstep's: CYCLES agrees with the ISA simulator).
+    assert limit < rtl.cycles <= max(limit, 71) + 24
 
 
 @pytest.mark.parametrize("limit", [500, 5_000])

@@ -14,7 +14,7 @@ DMA scratchpad is one, with a LOOP increment field), changing LOOP and the DMA f
 gain; PSRAM is too small on small builds (512 bytes on the 4x4) and busy with the vector
 unit's parameters.  Staging in ASRAM also lets a program compute a table on chip.
 
-Schedule (isa/vector.py: K = 0, E = 1, ``TABLE_WRITE_LATENCY`` = 5, one cycle less than the vector unit).  A
+Schedule (isa/vector.py: K = 0, E = 1, ``TABLE_WRITE_LATENCY`` = 5, two cycles less than the vector unit).  A
 command taken in cycle c gives output vector v the P = max(R, W) cycles from c+1+v*P; its
 R input rows are read in the first R.  For a read in cycle t:
 

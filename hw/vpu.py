@@ -6,13 +6,18 @@ VRESCALE: multiplier, shift) through operand a's PSRAM port, then ``P`` cycles p
 the first ``E*R`` of which read its window elements (``R`` rows each; operand k reads its
 ``rows_k`` rows in the first ``rows_k`` cycles of each element).
 
-Datapath, for a read in cycle t (``WRITE_LATENCY`` = 6 in isa/vector.py):
+Datapath, for a read in cycle t (``WRITE_LATENCY`` = 7 in isa/vector.py):
 
-* t+1: the read ports hold the row.  Rows before an operand's last are kept in its
-  buffer; when an element's last row arrives its lanes are decoded (hw/vpu_lanes.py:
-  type, memory, lane broadcast) from the buffer plus the port and registered (E), with
-  operand a plus ACT's bias or minus VRESCALE's input zero point.
-* t+2: stage S0 computes the element from E: the scaling multiply of ACT/VRESCALE,
+* t+1: the read ports hold the row; it is registered as it comes (Q: per operand the ASRAM
+  row and the wide ACC or PSRAM word, the wide ports' mux in front), so that the route
+  from a block RAM's output, far from the unit on an FPGA, ends in a register (it was
+  14.4 ns of the 4x4 NPU's 23.7 ns worst path on the ECP5, ACC -> lane decode -> the bias
+  addition -> E: docs/fpga.md).
+* t+2: Q holds the row.  Rows before an operand's last are kept in its buffer; when an
+  element's last row arrives its lanes are decoded (hw/vpu_lanes.py: type, memory, lane
+  broadcast) from the buffer plus Q and registered (E), with operand a plus ACT's bias or
+  minus VRESCALE's input zero point.
+* t+3: stage S0 computes the element from E: the scaling multiply of ACT/VRESCALE,
   VALU's operation (or its product, for MUL and LOGICAL_LEFT_SHIFT: one multiplier per
   lane, hw/vpu_lanes.py ``lane_product``), or VPOOL's running reduction.  At the last
   element of a vector S0's result is loaded into X0: the multiplier's four partial
@@ -24,13 +29,13 @@ Datapath, for a read in cycle t (``WRITE_LATENCY`` = 6 in isa/vector.py):
   the cycle after the last addition, multiplies the sum by the scale into X0 (two cycles
   per vector in which no element is read: ``P = E*R + 2``), so its writes come two
   cycles later.
-* t+3: the adder tree sums X0's partial products into X1 (or X1 takes X0's other result).
-* t+4, t+5: stage S2a, the rounding shift of X1 into register Y in two steps: the
+* t+4: the adder tree sums X0's partial products into X1 (or X1 takes X0's other result).
+* t+5, t+6: stage S2a, the rounding shift of X1 into register Y in two steps: the
   rounding addition (``x + 2**(sh-1)``, double rounding's ``+-2**30``) into register T,
   then T's shift into Y.  It also does VALU's shifts (ARITHMETIC_RIGHT_SHIFT with its
   round flag, LOGICAL_RIGHT_SHIFT: by the lane's b & 31); the other VALU ops' results
   pass.
-* t+6 .. t+5+W: stage S2b (comb from Y: zero point, type clip, clamp, output type) feeds
+* t+7 .. t+6+W: stage S2b (comb from Y: zero point, type clip, clamp, output type) feeds
   the writer, one row per cycle.  VALU's NEGATE clips to T and CLAMP clamps to [imm0,
   imm1] here (S0 leaves them out, hw/vpu_lanes.py ``valu_result``): the command sets the
   type clip and the clamp for them (hw/vpu_config.py), so one clamp serves every
@@ -76,9 +81,9 @@ from hw.vpu_config import VpuConfig, command_fields, derive
 from hw.vpu_lanes import decode_lanes, lane_product, valu_result
 
 # The pipeline below is built for these schedule rules (isa/vector.py): a read's first write
-# six cycles later (E, S0, X0, X1, T, Y), and VDWCONV's two cycles more per vector (the last
-# product's addition, then S1).
-assert WRITE_LATENCY == 6 and EXTRA_LATENCY["VDWCONV"] == 2, "hw/vpu.py implements other timing"
+# seven cycles later (Q, E, S0, X0, X1, T, Y), and VDWCONV's two cycles more per vector (the
+# last product's addition, then S1).
+assert WRITE_LATENCY == 7 and EXTRA_LATENCY["VDWCONV"] == 2, "hw/vpu.py implements other timing"
 
 LANE_BITS = 32
 OPERANDS = ("a", "b", "c")
@@ -223,7 +228,28 @@ class Vpu(wiring.Component):
                     if k == "a":
                         m.d.sync += [wline.eq(nxt), elem.eq(nxt)]
 
-        # -- t+1: rows arrive ---------------------------------------------------------------
+        # -- t+1: rows arrive on the read ports and are registered (Q) -----------------------
+        q_valid = Signal()
+        q_row = Signal.like(r)
+        q_last_row = Signal()
+        q_first = Signal()
+        q_last_elem = Signal()
+        q_rd = {k: Signal(name=f"q_rd_{k}") for k in OPERANDS}
+        m.d.sync += [
+            q_valid.eq(reading), q_row.eq(r), q_last_row.eq(last_row),
+            q_first.eq((w0 == 0) & (w1 == 0)), q_last_elem.eq(last_w0 & last_w1),
+        ]
+        m.d.sync += [q_rd[k].eq(rd[k]) for k in OPERANDS]
+        q_narrow, q_wide = {}, {}
+        for k in OPERANDS:
+            q_narrow[k] = Signal(narrow, name=f"q_{k}_row", reset_less=True)
+            q_wide[k] = Signal(LANE_BITS * L, name=f"q_{k}_word", reset_less=True)
+            acc_data, psram_data = getattr(self, f"acc_r{k}").data, getattr(self, f"psram_r{k}").data
+            with m.If(q_rd[k]):
+                m.d.sync += [q_narrow[k].eq(getattr(self, f"asram_r{k}").data),
+                             q_wide[k].eq(Mux(c[f"{k}_mem"] == VecMem.ACC, acc_data, psram_data))]
+
+        # -- t+2: Q holds the rows ---------------------------------------------------------
         d_valid = Signal()
         d_row = Signal.like(r)
         d_last_row = Signal()
@@ -233,11 +259,11 @@ class Vpu(wiring.Component):
         d_param = Signal(2)
         d_param_valid = Signal()
         m.d.sync += [
-            d_valid.eq(reading), d_row.eq(r), d_last_row.eq(last_row),
-            d_first.eq((w0 == 0) & (w1 == 0)), d_last_elem.eq(last_w0 & last_w1),
+            d_valid.eq(q_valid), d_row.eq(q_row), d_last_row.eq(q_last_row),
+            d_first.eq(q_first), d_last_elem.eq(q_last_elem),
             d_param.eq(ph), d_param_valid.eq(params),
         ]
-        m.d.sync += [d_rd[k].eq(rd[k]) for k in OPERANDS]
+        m.d.sync += [d_rd[k].eq(q_rd[k]) for k in OPERANDS]
 
         # parameter registers (per lane; per-tensor scaling copies lane 0)
         bias = [Signal(signed(32), name=f"bias{n}") for n in range(L)]
@@ -258,8 +284,7 @@ class Vpu(wiring.Component):
         for k in OPERANDS:
             segs = MAX_ROWS - 1 if k == "a" else 3
             buf = [Signal(narrow, name=f"{k}_buf{s}") for s in range(segs)]
-            port_n = getattr(self, f"asram_r{k}").data
-            acc_data, psram_data = getattr(self, f"acc_r{k}").data, getattr(self, f"psram_r{k}").data
+            port_n, word = q_narrow[k], q_wide[k]
             with m.If(d_rd[k] & (d_row < c[f"{k}_rows"] - 1)):
                 with m.Switch(c[f"{k}_mem"]):
                     with m.Case(VecMem.ASRAM):
@@ -267,11 +292,9 @@ class Vpu(wiring.Component):
                             with m.If(d_row == s):
                                 m.d.sync += buf[s].eq(port_n)
                     if k == "a":        # INT48 from ACC/PSRAM: the first row (32 bits a lane)
-                        with m.Case(VecMem.ACC):
-                            m.d.sync += Cat(*buf[:4]).eq(acc_data)
-                        with m.Case(VecMem.PSRAM):
-                            m.d.sync += Cat(*buf[:4]).eq(psram_data)
-            decoded = decode_lanes(m, c, k, buf, port_n, acc_data, psram_data, L)
+                        with m.Default():
+                            m.d.sync += Cat(*buf[:4]).eq(word)
+            decoded = decode_lanes(m, c, k, buf, port_n, word, L)
             values[k] = [Signal.like(v, name=f"e_{k}{n}") for n, v in enumerate(decoded)]
             with m.If(arrives):
                 m.d.sync += [e.eq(v) for e, v in zip(values[k], decoded)]
@@ -283,7 +306,7 @@ class Vpu(wiring.Component):
                     m.d.sync += [e_pre[n].eq(Mux(c.is_act, v + bias[n], v - c.in_zp))
                                  for n, v in enumerate(decoded)]
 
-        # -- t+2, S0: an element completes, from the registered lanes (E) ----------------------
+        # -- t+3, S0: an element completes, from the registered lanes (E) ----------------------
         e_valid = Signal()
         elem_done = Signal()            # E holds a complete element
         e_first = Signal()
@@ -312,7 +335,7 @@ class Vpu(wiring.Component):
         x1_neg = [Signal(name=f"x1_neg{n}", reset_less=True) for n in range(L)]
         pool = [Signal(signed(32), name=f"pool{n}") for n in range(L)]
         alu = valu_result(m, c, values, L)
-        # -- t+2 into X0, t+3 into X1 --------------------------------------------------------
+        # -- t+3 into X0, t+4 into X1 --------------------------------------------------------
         # X0, between S0 and X1: the multiplier's partial products (the DSP blocks' output
         # registers) and S0's other results, loaded when S0 finishes a vector; X1 takes the
         # adder tree's sum of the partial products, or the other result, a cycle later.
@@ -394,7 +417,7 @@ class Vpu(wiring.Component):
         x0_load += staged
         x0_load += x0_prod.eq(s1 | use_product)
 
-        # -- t+4 and t+5, S2a: the rounding addition of X1 into T, then T's shift into Y -------
+        # -- t+5 and t+6, S2a: the rounding addition of X1 into T, then T's shift into Y -------
         # (VALU: the op's last step).  Two stages, so that neither the 64-bit carry chain nor
         # the 64-to-32 window shifter follows the other in one cycle (the vector unit's worst
         # path alone was X1's shift amount -> rounding decode -> 64-bit add -> shift -> Y).
@@ -435,7 +458,7 @@ class Vpu(wiring.Component):
             scaled = half.bit_select(tsh[:5], 32).as_signed()
             y_load += y_base[n].eq(Mux(t_shifted, scaled, total[:36].as_signed()))
 
-        # -- t+6 .. t+5+W, S2b and the writer ------------------------------------------------
+        # -- t+7 .. t+6+W, S2b and the writer ------------------------------------------------
         w_active = Signal()
         wj = Signal(range(4))
         di0 = Signal(16)
@@ -459,7 +482,7 @@ class Vpu(wiring.Component):
         # cmax] each when enabled, in that order.  Each step is y -> min(max(y, lo), hi), and
         # such steps compose into one: y -> min(max(y, A), B) with A and B the chain's values
         # at -inf and +inf.  A and B depend only on the command, so they are registers
-        # (settled three cycles after the command; the first write is six cycles after the
+        # (settled three cycles after the command; the first write is seven cycles after the
         # first read), and every lane compares Y with A - out_zp and B - out_zp while it adds
         # out_zp: two compares and a mux in parallel instead of four compare-and-mux steps
         # in series.
@@ -506,7 +529,7 @@ class Vpu(wiring.Component):
             self.acc_w.data.eq(Cat(lanes32)),
         ]
 
-        busy = named(m, active | d_valid | e_valid | dw_add | s1 | x0_valid | x_valid | t_valid | w_active, "busy")
+        busy = named(m, active | q_valid | d_valid | e_valid | dw_add | s1 | x0_valid | x_valid | t_valid | w_active, "busy")
         m.d.comb += [self.ctl.busy.eq(busy), self.ctl.ready.eq(~busy)]
 
         with m.If(start):

@@ -30,22 +30,22 @@ def _asram_bytes(buf: list, port_n, size: int, first: int, count: int) -> object
     return Cat(*parts)
 
 
-def decode_lanes(m, c, k: str, buf: list, port_n, acc_data, psram_data, lanes: int) -> list:
+def decode_lanes(m, c, k: str, buf: list, port_n, word, lanes: int) -> list:
     """Lane values (signals) of operand ``k`` for the element whose last row is on the
     ports now, lane 0 repeated when the operand's broadcast flag is set.
 
     ``buf``: the buffered ASRAM rows (row s in ``buf[s]``; operand a's INT48 first wide row
-    spans ``buf[0..3]``); ``port_n``, ``acc_data``, ``psram_data``: the read ports' data.
+    spans ``buf[0..3]``); ``port_n``: the ASRAM row, ``word``: the ACC or PSRAM row (the
+    operand's memory's; hw/vpu.py muxes the two ports before its data registers).
     """
     asram = named(m, c[f"{k}_mem"] == VecMem.ASRAM, f"{k}_is_asram")
-    acc = named(m, c[f"{k}_mem"] == VecMem.ACC, f"{k}_is_acc")
     dtype = c[f"{k}_dtype"]
     is_t = {t: named(m, dtype == t, f"{k}_is_{t.name.lower()}") for t in VecType}
     sizes = (1, 2, 4, 6) if k == "a" else (1, 2, 4)
     width = A_BITS if k == "a" else BC_BITS
     decoded = []
     for n in range(lanes):
-        w = named(m, Mux(acc, acc_data.word_select(n, 32), psram_data.word_select(n, 32)), f"{k}_w{n}")
+        w = word.word_select(n, 32)
         raw = {size: _asram_bytes(buf, port_n, size, n * size, size) for size in sizes}
         v8 = named(m, Mux(asram, raw[1], w[:8]), f"{k}_v8_{n}")
         v16 = named(m, Mux(asram, raw[2], w[:16]), f"{k}_v16_{n}")

@@ -11,7 +11,7 @@ Schedule (hw/vpu.py implements it; sim/npu_timing.py counts it).  A command take
 VDWCONV) are read in its first ``E*R`` cycles (``R`` rows each: the most any operand it
 reads occupies; an operand with fewer rows reads them first), and its ``W`` result rows are
 written one per cycle from ``D + X`` cycles after its last read (``D`` = ``WRITE_LATENCY``,
-6, for the vector unit, ``TABLE_WRITE_LATENCY``, 5, for the TABLE unit; ``X`` = 0,
+7, for the vector unit, ``TABLE_WRITE_LATENCY``, 5, for the TABLE unit; ``X`` = 0,
 VDWCONV's 2).  ``P = max(E*R + X, W)``.  The unit is busy from ``c+1`` through the last
 write, ``K + (N-1)*P + E*R + X + W + D - 1`` cycles, and takes its next
 command only when idle; a command with ``N*E == 0`` does nothing.
@@ -22,16 +22,18 @@ sum (so that no cycle holds a multiply and a 32-bit addition), so after the last
 product (S0) comes its addition, then the sum goes through the multiplier again in a stage
 of its own (S1): two cycles per output vector in which no element is multiplied.
 
-Why 6: a row read in cycle ``t`` is on the read port at ``t+1``; the lanes are decoded
-and registered there, the element is computed from those registers at ``t+2`` (the scaling
-multiply's partial products, VALU, the pooling step) into X0, the partial products are
-summed at ``t+3`` into X1, the rounding addition runs from X1 at ``t+4`` into T, the shift
-from T at ``t+5`` into Y, and zero point, clamps and the output format run from Y as the
-row is written at ``t+6``.  Each of those steps is about one multiplier, one 64-bit carry
+Why 7: a row read in cycle ``t`` is on the read port at ``t+1`` and registered there as it
+comes (the read ports' data registers: the memories sit far from the unit on an FPGA, and
+the route from a block RAM's output was most of a cycle by itself); the lanes are decoded
+from those registers and registered at ``t+2``, the element is computed from those
+registers at ``t+3`` (the scaling multiply's partial products, VALU, the pooling step) into
+X0, the partial products are summed at ``t+4`` into X1, the rounding addition runs from X1
+at ``t+5`` into T, the shift from T at ``t+6`` into Y, and zero point, clamps and the output
+format run from Y as the row is written at ``t+7``.  Each of those steps is about one multiplier, one 64-bit carry
 chain or one shifter deep, so the clock is not limited by a read port feeding a multiplier
 feeding a shifter (hw/vpu.py; docs/hardware.md "Timing").  The TABLE unit (hw/table.py)
-has no rounding shift: it registers its table entries between the table read and the
-interpolation, and writes at ``t+5``.
+has no rounding shift and no data registers after its read ports: it registers its table
+entries between the table read and the interpolation, and writes at ``t+5``.
 """
 from __future__ import annotations
 
@@ -56,7 +58,7 @@ TABLE_TYPES = {TableMode.INT8: (VecType.INT8, VecType.INT8), TableMode.INT16: (V
 TABLE_SRC_MEMS = frozenset({VecMem.ASRAM, VecMem.ACC})
 
 MAX_ROWS = 6                 # an INT48 vector in ASRAM
-WRITE_LATENCY = 6            # cycles from a vector's last read to its first write (docstring)
+WRITE_LATENCY = 7            # cycles from a vector's last read to its first write (docstring)
 TABLE_WRITE_LATENCY = 5      # the TABLE unit's (hw/table.py: no rounding shift)
 PARAM_ROWS = {"ACT": 3, "VRESCALE": 2, "VDWCONV": 3}
 # Instructions whose output vectors reduce a window of k1 x k0 input vectors.

@@ -77,9 +77,9 @@ Units (command issued at cycle c; a unit is busy on cycles ``start .. end``)
     ACT, VRESCALE, VALU, VPOOL, TABLE, VDWCONV: busy c+1 .. c+B with
                B = K + (N-1)*P + E*R + X + W + D - 1 (isa/vector.py: K parameter rows, N
                output vectors of P cycles each, E window elements of R rows read, W rows
-               written from D + X cycles after the last read, D = WRITE_LATENCY = 6, the
+               written from D + X cycles after the last read, D = WRITE_LATENCY = 7, the
                TABLE unit's TABLE_WRITE_LATENCY = 5; X = 2 for VDWCONV, else 0);
-               ACT: B = count + 9; TABLE: K = 0, E = 1, N = n0*n1, P = max(R, W) (LOAD:
+               ACT: B = count + 10; TABLE: K = 0, E = 1, N = n0*n1, P = max(R, W) (LOAD:
                R = W = 1, so B = N + 5); VDWCONV: K = 3, P = E*R + 2.
     DMA and VPU are ready only when idle.  An instruction that moves no data (S, N or
     count == 0) never makes its unit busy; its interval is empty (start = c+1, end = c).
@@ -200,7 +200,7 @@ class TimingModel:
             slots = dma.slots(v, self.config.bus_bytes, store=True)
             return slots + 1 if slots else 0
         if instr.defn.unit is Unit.VPU:
-            return schedule(instr.name, v).busy        # ACT: count + 9 (isa/vector.py)
+            return schedule(instr.name, v).busy        # ACT: count + 10 (isa/vector.py)
         raise ValueError(f"{instr.name} has no fixed duration")
 
     def run(self, instructions, stop_at: int | None = None, prog_len: int | None = None,

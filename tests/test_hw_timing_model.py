@@ -22,11 +22,11 @@ def test_dependent_chain():
         InstrTiming(22, 23, 29),      # DMA_LOAD: 3 slots + latency 4 (bus busy 23..29)
         InstrTiming(37, 38, 45),      # MATMUL: in IR once instruction 2 is readable: its
                                       # words at 16..22 and 30 (after the DMA): 36
-        InstrTiming(46, 47, 57),      # ACT waits for the MXU; 2 rows + 9
-        InstrTiming(58, 58, 58),      # HALT when all idle
+        InstrTiming(46, 47, 58),      # ACT waits for the MXU; 2 rows + 10
+        InstrTiming(59, 59, 59),      # HALT when all idle
     ]
-    assert t.total_cycles == 59
-    assert t.busy == {"DMA": 7, "MXU": 8, "VPU": 11}
+    assert t.total_cycles == 60
+    assert t.busy == {"DMA": 7, "MXU": 8, "VPU": 12}
 
 
 def test_matmuls_stream_back_to_back():

@@ -804,7 +804,7 @@ def test_vdwconv_schedule_and_errors():
                 d_mem=ASRAM, d_addr=200, d_stride0=1, param_addr=0)
     s = schedule("VDWCONV", make("VDWCONV", **base).values)
     assert (s.K, s.N, s.E, s.R, s.W, s.P) == (3, 10, 9, 1, 1, 11)
-    assert s.busy == 3 + 9 * 11 + 9 + 2 + 1 + 6 - 1
+    assert s.busy == 3 + 9 * 11 + 9 + 2 + 1 + 7 - 1
     st = NpuState(CFG, b"")
     with pytest.raises(Trap) as e:
         execute(st, "VDWCONV", **dict(base, b_addr=CFG.asram_rows - 8))
@@ -890,34 +890,34 @@ def test_footprints_and_hazards():
 def test_schedules():
     """isa/vector.schedule on hand-counted cases (module docstring of isa/vector.py)."""
     act = make("ACT", count=10).values
-    assert schedule("ACT", act).busy == 19                                      # count + 9
+    assert schedule("ACT", act).busy == 20                                      # count + 10
     # int8 ASRAM + int32 ACC -> int32 ASRAM: R = 1, W = 4, P = 4
     add = make("VALU", op=0, dtype=INT32, n0=3, n1=2, a_mem=ACC, b_mem=ACC, d_mem=ASRAM).values
     s = schedule("VALU", add)
-    assert (s.N, s.R, s.W, s.P, s.busy) == (6, 1, 4, 4, 0 + 5 * 4 + 1 + 4 + 5)
+    assert (s.N, s.R, s.W, s.P, s.busy) == (6, 1, 4, 4, 0 + 5 * 4 + 1 + 4 + 6)
     mul = make("VALU", op=2, dtype=INT8, n0=5, n1=1, a_mem=ASRAM, b_mem=ASRAM, d_mem=ACC).values
-    assert schedule("VALU", mul).busy == 4 * 1 + 1 + 1 + 5
+    assert schedule("VALU", mul).busy == 4 * 1 + 1 + 1 + 6
     sel = make("VALU", op=20, dtype=INT16, n0=2, n1=1, c_mem=ASRAM, d_mem=ACC).values
-    assert (schedule("VALU", sel).R, schedule("VALU", sel).busy) == (2, 2 + 2 + 1 + 5)
+    assert (schedule("VALU", sel).R, schedule("VALU", sel).busy) == (2, 2 + 2 + 1 + 6)
     rs = make("VRESCALE", n0=4, n1=1, in_type=INT48, out_type=INT8, a_mem=ASRAM).values
     s = schedule("VRESCALE", rs)
-    assert (s.K, s.R, s.W, s.P, s.busy) == (2, 6, 1, 6, 2 + 3 * 6 + 6 + 1 + 5)
+    assert (s.K, s.R, s.W, s.P, s.busy) == (2, 6, 1, 6, 2 + 3 * 6 + 6 + 1 + 6)
     pool = make("VPOOL", mode=1, dtype=INT16, n0=2, n1=2, k0=3, k1=3, a_mem=ASRAM, d_mem=ASRAM).values
     s = schedule("VPOOL", pool)
-    assert (s.E, s.R, s.W, s.P, s.busy) == (9, 2, 4, 18, 3 * 18 + 18 + 4 + 5)
+    assert (s.E, s.R, s.W, s.P, s.busy) == (9, 2, 4, 18, 3 * 18 + 18 + 4 + 6)
     assert schedule("VPOOL", dict(pool, k1=0)).busy == 0
     assert schedule("VALU", dict(add, n1=0)).busy == 0
 
     # The timing model uses these: instruction i is fetched by 13 + 8i (8 words, latency 4,
     # FETCH_ARRIVAL 2), the VALU is in IR at 22 (once instruction 1 has arrived), the VRESCALE
-    # at 30 (once the HALT has); the VPU takes it at 34, the cycle after the VALU's last busy
-    # cycle (33).
+    # at 30 (once the HALT has); the VPU takes it at 35, the cycle after the VALU's last busy
+    # cycle (34).
     from sim.npu_timing import InstrTiming, TimingModel
 
     prog = [make("VALU", **mul), make("VRESCALE", **rs), make("HALT")]
     t = TimingModel(CFG).run(prog)
-    assert t.per_instruction == [InstrTiming(22, 23, 33), InstrTiming(34, 35, 66), InstrTiming(67, 67, 67)]
-    assert (t.total_cycles, t.busy["VPU"]) == (68, 43)
+    assert t.per_instruction == [InstrTiming(22, 23, 34), InstrTiming(35, 36, 68), InstrTiming(69, 69, 69)]
+    assert (t.total_cycles, t.busy["VPU"]) == (70, 45)
 
 
 def test_doc_rescale_is_apply_scale_where_defined():

@@ -273,7 +273,7 @@ def share_ops(layer: ConvLayer, share: Share, ext, config: NpuConfig, index: int
     fill_addr = ext.constants[fill_name(layer.input_zp)]
     budget = max(int(FILL * matmul_cycles), 1)
     # VDWCONV of n vectors (R = W = 1): n*P + K + D cycles, P = taps + X (isa/vector.py), so
-    # 11n + 9 for 3x3
+    # 11n + 10 for 3x3
     slot = taps + EXTRA_LATENCY["VDWCONV"]
     chunk = max(1, (budget - VECTOR_PARAM_ROWS["VDWCONV"] - WRITE_LATENCY) // slot)
     load_rows = max(1, budget // (2 * share.in_cols))      # input rows per load
