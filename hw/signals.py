@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from amaranth import Signal, Value
 
-__all__ = ["named"]
+__all__ = ["delayed", "named"]
 
 
 def named(m, expr, name: str, shape=None) -> Signal:
@@ -16,3 +16,12 @@ def named(m, expr, name: str, shape=None) -> Signal:
     sig = Signal(shape if shape is not None else Value.cast(expr).shape(), name=name)
     m.d.comb += sig.eq(expr)
     return sig
+
+
+def delayed(m, values: dict, prefix: str) -> dict:
+    """``values`` (name -> expression) registered: the same names, each a Signal named
+    ``{prefix}_{name}`` that holds the value of the cycle before (a pipeline stage's
+    control signals)."""
+    regs = {k: Signal(Value.cast(v).shape(), name=f"{prefix}_{k}") for k, v in values.items()}
+    m.d.sync += [regs[k].eq(v) for k, v in values.items()]
+    return regs

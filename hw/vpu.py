@@ -76,7 +76,7 @@ from hw.clock_gate import load_registers
 from hw.decode import instr_layout, opcode
 from hw.interfaces import UnitCtlSignature
 from hw.sequencer import vpu_cmd_layout
-from hw.signals import named
+from hw.signals import delayed, named
 from hw.vpu_config import VpuConfig, command_fields, derive
 from hw.vpu_lanes import decode_lanes, lane_product, valu_result
 
@@ -229,41 +229,27 @@ class Vpu(wiring.Component):
                         m.d.sync += [wline.eq(nxt), elem.eq(nxt)]
 
         # -- t+1: rows arrive on the read ports and are registered (Q) -----------------------
-        q_valid = Signal()
-        q_row = Signal.like(r)
-        q_last_row = Signal()
-        q_first = Signal()
-        q_last_elem = Signal()
-        q_rd = {k: Signal(name=f"q_rd_{k}") for k in OPERANDS}
-        m.d.sync += [
-            q_valid.eq(reading), q_row.eq(r), q_last_row.eq(last_row),
-            q_first.eq((w0 == 0) & (w1 == 0)), q_last_elem.eq(last_w0 & last_w1),
-        ]
-        m.d.sync += [q_rd[k].eq(rd[k]) for k in OPERANDS]
+        # (the read cycle's controls follow the row: registered into Q's, then into D's)
+        read_ctl = dict(valid=reading, row=r, last_row=last_row, first=(w0 == 0) & (w1 == 0),
+                        last_elem=last_w0 & last_w1, **{f"rd_{k}": rd[k] for k in OPERANDS})
+        q = delayed(m, read_ctl, "q")
         q_narrow, q_wide = {}, {}
         for k in OPERANDS:
             q_narrow[k] = Signal(narrow, name=f"q_{k}_row", reset_less=True)
             q_wide[k] = Signal(LANE_BITS * L, name=f"q_{k}_word", reset_less=True)
             acc_data, psram_data = getattr(self, f"acc_r{k}").data, getattr(self, f"psram_r{k}").data
-            with m.If(q_rd[k]):
+            with m.If(q[f"rd_{k}"]):
                 m.d.sync += [q_narrow[k].eq(getattr(self, f"asram_r{k}").data),
                              q_wide[k].eq(Mux(c[f"{k}_mem"] == VecMem.ACC, acc_data, psram_data))]
 
         # -- t+2: Q holds the rows ---------------------------------------------------------
-        d_valid = Signal()
-        d_row = Signal.like(r)
-        d_last_row = Signal()
-        d_first = Signal()
-        d_last_elem = Signal()
-        d_rd = {k: Signal(name=f"d_rd_{k}") for k in OPERANDS}
+        d = delayed(m, q, "d")
+        d_valid, d_row, d_last_row, d_first, d_last_elem = (
+            d[k] for k in ("valid", "row", "last_row", "first", "last_elem"))
+        d_rd = {k: d[f"rd_{k}"] for k in OPERANDS}
         d_param = Signal(2)
         d_param_valid = Signal()
-        m.d.sync += [
-            d_valid.eq(q_valid), d_row.eq(q_row), d_last_row.eq(q_last_row),
-            d_first.eq(q_first), d_last_elem.eq(q_last_elem),
-            d_param.eq(ph), d_param_valid.eq(params),
-        ]
-        m.d.sync += [d_rd[k].eq(q_rd[k]) for k in OPERANDS]
+        m.d.sync += [d_param.eq(ph), d_param_valid.eq(params)]
 
         # parameter registers (per lane; per-tensor scaling copies lane 0)
         bias = [Signal(signed(32), name=f"bias{n}") for n in range(L)]
@@ -529,7 +515,7 @@ class Vpu(wiring.Component):
             self.acc_w.data.eq(Cat(lanes32)),
         ]
 
-        busy = named(m, active | q_valid | d_valid | e_valid | dw_add | s1 | x0_valid | x_valid | t_valid | w_active, "busy")
+        busy = named(m, active | q["valid"] | d_valid | e_valid | dw_add | s1 | x0_valid | x_valid | t_valid | w_active, "busy")
         m.d.comb += [self.ctl.busy.eq(busy), self.ctl.ready.eq(~busy)]
 
         with m.If(start):
