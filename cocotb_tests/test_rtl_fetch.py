@@ -97,7 +97,7 @@ def test_long_program_small(small_rtl):
 def test_fetch_waits_while_the_dma_owns_the_bus(small_rtl):
     """A 600-word DMA_LOAD starves the fetch: the instructions after it arrive once it is
     idle, one every W cycles.  Hand-counted from sim/npu_timing.py: instruction i arrives
-    at 8i + 13 while the DMA is idle (its last word's request, + L, + FETCH_ARRIVAL); the DMA
+    at 8i + 14 while the DMA is idle (its last word's request, + L, + FETCH_ARRIVAL); the DMA
     issues at 22 (in IR once instruction 1 could be read), busy 23 .. 22 + S + L;
     instruction 2 got 7 of its words before, its last at dma_end + 1; each later one 8
     cycles after; the last SYNC issues when the HALT has arrived, the HALT one cycle later."""

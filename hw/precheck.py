@@ -13,16 +13,21 @@ and every illegal-field test is done here, once per instruction as it is fetched
 read port only adds the offsets to ``lo``/``hi`` and looks at signs.
 
 Timing: the sequencer registers the assembled instruction word in the cycle its last bus
-word arrives, and three stages follow (:class:`PreCheck` ``staged``, hw/sequencer.py): in the
-arrival cycle every product of fields is formed from the assembled word and registered next
-to it; in the next cycle the sums, compares and illegal-field tests use those registers
-(with at most one small multiplier each) and their results are registered with the word;
-in the cycle after that word and results are written into IMEM, whose read port is
-transparent for the write, so an instruction can be read two cycles after its last word's
-response (isa/instructions.py ``FETCH_ARRIVAL``).  The cost is IMEM width (:func:`pre_layout`,
-per opcode, the widest is stored), the product registers and a register of the IMEM row;
-the second register cut the path from the product registers through the second multiplier
-and the sums into IMEM's write data (docs/hardware.md "Timing").
+word arrives, and four stages follow (:class:`PreCheck` ``staged``, hw/sequencer.py): in the
+arrival cycle the operands of every product of fields are chosen by opcode (with the small
+sums some take, such as ``len - 1``) and registered, the DSP blocks' input registers; in the
+next cycle the products are formed from those registers and registered, with the values
+(``early``) that need a product and a cap but no offset; in the cycle after, the sums,
+compares and illegal-field tests use those registers (with at most one small multiplier
+each) and their results are registered with the word; in the fourth cycle word and results
+are written into IMEM, whose read port is transparent for the write, so an instruction can
+be read three cycles after its last word's response (isa/instructions.py
+``FETCH_ARRIVAL``).  The cost is IMEM width (:func:`pre_layout`, per opcode, the widest is
+stored), the operand and product registers and two more registers of the word and its
+row.  Each cut was the NPU's worst path on the ULX3S in its turn (docs/fpga.md): the
+product registers cut the multipliers from the sums behind them, the results' register the
+second multiplier and the sums from IMEM's write data, and the operand registers the bus
+word's fields, their sums and the opcode mux from the multipliers' inputs.
 """
 from __future__ import annotations
 
@@ -237,15 +242,19 @@ class PreCheck(wiring.Component):
     (zero for an unknown opcode: the read port finds it illegal by its opcode).
 
     ``staged=False``: one combinational function of ``word``.  ``staged=True`` (the
-    sequencer): every product of fields is formed from ``word_early`` and registered, and
-    the rest from ``word`` and ``pc``, ``word`` being ``word_early`` one cycle later (the sequencer's
-    assembled instruction and its registered copy): the multipliers then end at a register
-    and the sums start at one.  Instructions share the multipliers (product i of each
-    instruction on multiplier i), as Yosys shares them between the cases of the one-piece
-    form.  The registers load only in cycles in which ``load`` is high (the sequencer: the
-    cycle an instruction's last bus word arrives; undriven, it is high in every cycle): with ``gate`` (simulation builds) they are a load
-    domain (hw/clock_gate.py), so that Verilator evaluates the products once per fetched
-    instruction instead of every cycle; without, they are registers with an enable."""
+    sequencer): three cycles, ``word_early``, ``word_mid`` and ``word`` being one
+    instruction in three consecutive cycles (the sequencer's assembled instruction and its
+    two registered copies): the multipliers' operands are registered from ``word_early``,
+    the products (and the ``early`` values) from the operand registers and ``word_mid``,
+    and the rest is formed from ``word``, ``pc`` and those registers: no path runs through
+    sums into a multiplier or through a multiplier into a sum.  Instructions share the
+    multipliers (product i of each instruction on multiplier i), as Yosys shares them
+    between the cases of the one-piece form.  The operand registers load only in cycles
+    in which ``load`` is high, the product registers only when ``load_mid`` is (the
+    sequencer: the cycle an instruction's last bus word arrives, and the cycle after;
+    undriven, they are high in every cycle): with ``gate`` (simulation builds) they are
+    load domains (hw/clock_gate.py), so that Verilator evaluates the products once per
+    fetched instruction instead of every cycle; without, they are registers with an enable."""
 
     def __init__(self, config: NpuConfig, staged: bool = False, *, gate: bool = False):
         self.config = config
@@ -253,68 +262,89 @@ class PreCheck(wiring.Component):
         self.gate = gate
         ports = {"word": In(INSTR_BITS), "pc": In(index_bits(config)), "pre": Out(pre_layout(config))}
         if staged:
-            ports["word_early"] = In(INSTR_BITS)
-            ports["load"] = In(1, init=1)
+            ports.update(word_early=In(INSTR_BITS), load=In(1, init=1), word_mid=In(INSTR_BITS), load_mid=In(1, init=1))
         super().__init__(ports)
+
+    def _stages(self, m):
+        """The registers of ``staged``: operands, products and ``early`` values.
+
+        The rules call ``mul`` in the same order on any view.  A pass on ``word_early``
+        collects each instruction's operand pairs; product i of every instruction shares
+        operand registers, multiplier and product register i (operands chosen by opcode, so
+        the DSP count is the most any one instruction needs).  The operands are registered
+        as the word arrives (``load``), the product the cycle after (``load_mid``): the
+        multiplier runs from registers to a register, so its path no longer adds the
+        operands' sums and the opcode's mux in front.  The ``early`` values are formed in
+        that second cycle from ``word_mid``, taking their products from the multipliers'
+        outputs, and registered beside the products (value i of every instruction in
+        register i).  Returns, per instruction, product i and early value i taken back from
+        their registers at their own widths (exact: they fit), for the pass on ``word``."""
+        cfg = self.config
+        pairs, earlies = {}, {}
+        for defn in INSTRUCTIONS:
+            found = pairs[defn.name] = []
+            rules(cfg, defn.name, instr_layout(defn.name)(self.word_early),
+                  mul=lambda a, b, found=found: found.append((Value.cast(a), Value.cast(b))) or a * b)
+        slots = max(len(p) for p in pairs.values())
+        operands = load_registers(m, "precheck_operands", self.load, gate=self.gate)
+        stage = load_registers(m, "precheck", self.load_mid, gate=self.gate)
+
+        def width(v):
+            return v.shape().width + (0 if v.shape().signed else 1)
+
+        def taken(value, shape):
+            value = value[:shape.width]
+            return value.as_signed() if shape.signed else value
+
+        products, replays = [], {}
+        for i in range(slots):
+            used = [ab[i] for ab in pairs.values() if len(ab) > i]
+            regs = []
+            for k, wide in (("a", max(width(a) for a, _ in used)), ("b", max(width(b) for _, b in used))):
+                nxt = Signal(signed(wide), name=f"pre_{k}{i}_next")
+                with m.Switch(self.word_early[:OPCODE_BITS]):
+                    for defn in INSTRUCTIONS:
+                        if len(pairs[defn.name]) > i:
+                            with m.Case(defn.opcode):
+                                m.d.comb += nxt.eq(pairs[defn.name][i][k == "b"])
+                reg = Signal(signed(wide), name=f"pre_{k}{i}", reset_less=True)
+                operands += reg.eq(nxt)
+                regs.append(reg)
+            product = Signal(signed(len(regs[0]) + len(regs[1])), name=f"pre_m{i}")
+            m.d.comb += product.eq(regs[0] * regs[1])
+            products.append(product)
+            held = Signal.like(product, name=f"pre_p{i}", reset_less=True)
+            stage += held.eq(product)
+            for defn in INSTRUCTIONS:
+                if len(pairs[defn.name]) > i:
+                    a, b = pairs[defn.name][i]
+                    replays.setdefault(defn.name, []).append(taken(held, (a * b).shape()))
+        for defn in INSTRUCTIONS:
+            formed = iter(taken(p, (a * b).shape()) for p, (a, b) in zip(products, pairs[defn.name]))
+            seen = earlies[defn.name] = []
+            rules(cfg, defn.name, instr_layout(defn.name)(self.word_mid),
+                  mul=lambda a, b, formed=formed: next(formed),
+                  early=lambda x, seen=seen: seen.append(Value.cast(x)) or x)
+        early_replays = {}
+        for i in range(max(len(e) for e in earlies.values())):
+            used = [e[i] for e in earlies.values() if len(e) > i]
+            reg = Signal(signed(max(width(x) for x in used)), name=f"pre_e{i}", reset_less=True)
+            value = Signal.like(reg, name=f"pre_e{i}_next")
+            with m.Switch(self.word_mid[:OPCODE_BITS]):
+                for defn in INSTRUCTIONS:
+                    if len(earlies[defn.name]) > i:
+                        with m.Case(defn.opcode):
+                            m.d.comb += value.eq(earlies[defn.name][i])
+            stage += reg.eq(value)
+            for defn in INSTRUCTIONS:
+                if len(earlies[defn.name]) > i:
+                    early_replays.setdefault(defn.name, []).append(taken(reg, earlies[defn.name][i].shape()))
+        return replays, early_replays
 
     def elaborate(self, platform):
         m = Module()
         cfg = self.config
-        replays, early_replays = {}, {}
-        if self.staged:
-            # The rules call ``mul`` in the same order on any view.  A first pass on
-            # word_early collects each instruction's operand pairs; product i of every
-            # instruction shares multiplier and register i (operands chosen by opcode, so
-            # the DSP count is the most any one instruction needs); the pass on ``word``
-            # takes product i back from register i at its own width (exact: it fits).
-            # ``early`` values are shared the same way (value i of every instruction in
-            # register i).
-            pairs, earlies = {}, {}
-            for defn in INSTRUCTIONS:
-                found = pairs[defn.name] = []
-                seen = earlies[defn.name] = []
-                rules(cfg, defn.name, instr_layout(defn.name)(self.word_early),
-                      mul=lambda a, b, found=found: found.append((Value.cast(a), Value.cast(b))) or a * b,
-                      early=lambda x, seen=seen: seen.append(Value.cast(x)) or x)
-            slots = max(len(p) for p in pairs.values())
-            stage = load_registers(m, "precheck", self.load, gate=self.gate)
-
-            def width(v):
-                return v.shape().width + (0 if v.shape().signed else 1)
-
-            for i in range(slots):
-                used = [ab[i] for ab in pairs.values() if len(ab) > i]
-                sa = Signal(signed(max(width(a) for a, _ in used)), name=f"pre_a{i}")
-                sb = Signal(signed(max(width(b) for _, b in used)), name=f"pre_b{i}")
-                with m.Switch(self.word_early[:OPCODE_BITS]):
-                    for defn in INSTRUCTIONS:
-                        if len(pairs[defn.name]) > i:
-                            a, b = pairs[defn.name][i]
-                            with m.Case(defn.opcode):
-                                m.d.comb += [sa.eq(a), sb.eq(b)]
-                product = Signal(signed(len(sa) + len(sb)), name=f"pre_p{i}", reset_less=True)
-                stage += product.eq(sa * sb)
-                for defn in INSTRUCTIONS:
-                    if len(pairs[defn.name]) > i:
-                        a, b = pairs[defn.name][i]
-                        shape = (a * b).shape()
-                        value = product[:shape.width]
-                        replays.setdefault(defn.name, []).append(value.as_signed() if shape.signed else value)
-            for i in range(max(len(e) for e in earlies.values())):
-                used = [e[i] for e in earlies.values() if len(e) > i]
-                reg = Signal(signed(max(width(x) for x in used)), name=f"pre_e{i}", reset_less=True)
-                value = Signal.like(reg, name=f"pre_e{i}_next")
-                with m.Switch(self.word_early[:OPCODE_BITS]):
-                    for defn in INSTRUCTIONS:
-                        if len(earlies[defn.name]) > i:
-                            with m.Case(defn.opcode):
-                                m.d.comb += value.eq(earlies[defn.name][i])
-                stage += reg.eq(value)
-                for defn in INSTRUCTIONS:
-                    if len(earlies[defn.name]) > i:
-                        shape = earlies[defn.name][i].shape()
-                        value = reg[:shape.width]
-                        early_replays.setdefault(defn.name, []).append(value.as_signed() if shape.signed else value)
+        replays, early_replays = self._stages(m) if self.staged else ({}, {})
         with m.Switch(self.word[:OPCODE_BITS]):
             for defn in INSTRUCTIONS:
                 product, formed = mul, now

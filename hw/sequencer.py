@@ -55,7 +55,7 @@ per-module queues ahead of execution.  Both pay for a second master or a queue p
 here the fetch engine takes only the bus cycles the DMA leaves idle, so the DMA's timing
 (and with it every unit's) is exactly what it was, and a compute-bound layer, where the
 DMA is idle most of the time, fetches for free; the whole program needs no boot, so
-programs of any length run, and the first instruction is in IR 2W + L + 2 cycles after
+programs of any length run, and the first instruction is in IR 2W + L + 3 cycles after
 START (W bus words per instruction, L the memory latency) instead of after the whole image.  Priority to the DMA cannot starve the program: the DMA is idle at
 least one cycle between two commands and whenever the front end waits on an instruction
 (its next command is not issued yet).  LOOP bodies stay resident while they run (``keep``
@@ -87,9 +87,9 @@ from hw.mxu import ACC_BITS, PENDING_BITS, mxu_cmd_layout
 
 # The front end below is built for these timing rules (isa/instructions.py): a zero-count
 # LOOP's one cycle in the read port while its skip is registered, and a BRANCH's condition
-# read, registered, decided; and a fetched instruction's two cycles from its last bus word to
-# the IMEM write (precheck products, then sums, both registered).
-assert ZERO_LOOP_WAIT == 1 and BRANCH_DECIDE == 2 and FETCH_ARRIVAL == 2, "hw/sequencer.py implements other timing"
+# read, registered, decided; and a fetched instruction's three cycles from its last bus word
+# to the IMEM write (precheck operands, products, then sums, each registered).
+assert ZERO_LOOP_WAIT == 1 and BRANCH_DECIDE == 2 and FETCH_ARRIVAL == 3, "hw/sequencer.py implements other timing"
 
 # Units with a bit in the wait mask, in bit order.
 WAIT_UNITS = tuple(u for u in sorted(Unit) if u is not Unit.SEQ)
@@ -110,7 +110,7 @@ def vpu_cmd_layout():
 
 class Sequencer(wiring.Component):
     """The sequencer for ``config``; ``gate_fetch``: the registers that take a fetched
-    instruction (its word, index and precheck products) are a load domain, clocked only
+    instruction (its word, index and precheck operands and products) are load domains, clocked only
     when an instruction's last bus word arrives (simulation builds, hw/clock_gate.py; else
     registers with an enable)."""
 
@@ -214,16 +214,19 @@ class Sequencer(wiring.Component):
                 m.d.sync += [req_word.eq(0), fp.eq(fp + 1)]
             with m.Else():
                 m.d.sync += req_word.eq(req_word + 1)
-        # A complete instruction is counted as arrived at once and registered with its
-        # precheck's products (hw/precheck.py: formed from the assembled word, ``packed``, in
-        # the arrival cycle); the next cycle the precheck's sums and compares are formed from
-        # those registers and registered with the word (``wr2_*``), and the cycle after that
-        # both are written into the instruction's row.  The read port is transparent for that
-        # write (hw/top.py), so reading the instruction in that cycle sees it: ``readable``
-        # compares with ``arrived`` a cycle late (``arrived_q``).  No path thus runs from the
-        # product registers through a multiplier and the sums into IMEM's write data (the 4x4
-        # NPU's critical path on the ECP5 on some placements, docs/hardware.md "Timing").
-        # Each register is read only in the cycle after it loads, so each loads only then.
+        # A complete instruction is counted as arrived at once and registered (``wr_*``) with
+        # its precheck's multiplier operands (hw/precheck.py: chosen from the assembled word,
+        # ``packed``, in the arrival cycle); the next cycle the products are registered and
+        # the word with them (``wr3_*``); the cycle after, the precheck's sums and compares are
+        # formed from those registers and registered with the word (``wr2_*``), and the cycle
+        # after that both are written into the instruction's row.  The read port is
+        # transparent for that write (hw/top.py), so reading the instruction in that cycle
+        # sees it: ``readable`` compares with ``arrived`` two cycles late (``arrived_q``).  No
+        # path thus runs from the bus word through sums into a multiplier, from a multiplier
+        # into the sums, or from the product registers through a multiplier and the sums into
+        # IMEM's write data (each in its turn the 4x4 NPU's critical path on the ECP5,
+        # docs/fpga.md).  Each register is read only in the cycle after it loads, so each
+        # loads only then.
         wr_valid = Signal()
         wr_word = Signal(INSTR_BITS, reset_less=True)
         wr_pc = Signal(pc_bits, reset_less=True)      # its index; its row is the index mod imem_rows
@@ -233,16 +236,24 @@ class Sequencer(wiring.Component):
         m.d.sync += wr_valid.eq(last_word_in)
         written = load_registers(m, "fetch", last_word_in, gate=self.gate_fetch)
         written += [wr_pc.eq(arrived), wr_word.eq(packed)]
+        wr3_valid = Signal()
+        wr3_word = Signal(INSTR_BITS, reset_less=True)
+        wr3_pc = Signal(pc_bits, reset_less=True)
+        m.d.sync += wr3_valid.eq(wr_valid)
+        products = load_registers(m, "fetch_products", wr_valid, gate=self.gate_fetch)
+        products += [wr3_pc.eq(wr_pc), wr3_word.eq(wr_word)]
         wr2_valid = Signal()
         wr2_row = Signal(imem_aw, reset_less=True)
         wr2_data = Signal(len(self.imem_w.data), reset_less=True)
-        m.d.sync += wr2_valid.eq(wr_valid)
-        write2 = load_registers(m, "fetch_write", wr_valid, gate=self.gate_fetch)
-        write2 += [wr2_row.eq(wr_pc[:imem_aw]), wr2_data.eq(Cat(wr_word, precheck.pre))]
+        m.d.sync += wr2_valid.eq(wr3_valid)
+        write2 = load_registers(m, "fetch_write", wr3_valid, gate=self.gate_fetch)
+        write2 += [wr2_row.eq(wr3_pc[:imem_aw]), wr2_data.eq(Cat(wr3_word, precheck.pre))]
+        arrived_q1 = Signal(pc_bits)
         arrived_q = Signal(pc_bits)
-        m.d.sync += arrived_q.eq(arrived)
+        m.d.sync += [arrived_q1.eq(arrived), arrived_q.eq(arrived_q1)]
         m.d.comb += [precheck.word_early.eq(packed), precheck.load.eq(last_word_in),
-                     precheck.word.eq(wr_word), precheck.pc.eq(wr_pc),
+                     precheck.word_mid.eq(wr_word), precheck.load_mid.eq(wr_valid),
+                     precheck.word.eq(wr3_word), precheck.pc.eq(wr3_pc),
                      self.imem_w.en.eq(wr2_valid), self.imem_w.addr.eq(wr2_row),
                      self.imem_w.data.eq(wr2_data)]
         with m.If(word_in):
@@ -254,7 +265,7 @@ class Sequencer(wiring.Component):
 
         def restart(pc, base):
             """Start a new stream at instruction ``pc``: drop what is in flight."""
-            m.d.sync += [fp.eq(pc), arrived.eq(pc), arrived_q.eq(pc), req_word.eq(0), resp_word.eq(0), live.eq(0),
+            m.d.sync += [fp.eq(pc), arrived.eq(pc), arrived_q1.eq(pc), arrived_q.eq(pc), req_word.eq(0), resp_word.eq(0), live.eq(0),
                          req_addr.eq(base + INSTR_BYTES * pc)]
             m.d.comb += [loops.restart.eq(1), loops.restart_pc.eq(pc)]
 

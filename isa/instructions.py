@@ -171,10 +171,11 @@ LOOP_DEPTH = 4   # LOOPs that may be active (nested) at once
 # condition is read (the condition is registered between the block RAM and the decision).
 ZERO_LOOP_WAIT = 1
 BRANCH_DECIDE = 2
-# An instruction can be read this many cycles after the response of its last bus word: the
-# cycle after the response its precheck sums are formed from registered products, the cycle
-# after that it is written into IMEM with them (the read port is transparent for the write).
-FETCH_ARRIVAL = 2
+# An instruction can be read this many cycles after the response of its last bus word: in
+# the response's cycle its precheck's multiplier operands are registered (the DSP blocks'
+# input registers), the cycle after its products, the cycle after that its sums and compares,
+# and then it is written into IMEM with them (the read port is transparent for the write).
+FETCH_ARRIVAL = 3
 
 
 class BranchTest(enum.IntEnum):

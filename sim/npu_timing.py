@@ -14,7 +14,7 @@ instruction, ``C = imem_rows``)
     instruction is below PROG_LEN and (c) its row is free: ``i < keep + C``, where ``keep``
     is the first instruction the front end may still read (the first instruction of the
     outermost active LOOP body, else one past the last instruction read).  Instruction
-    ``i`` can be read from cycle ``A(i) = t + L + FETCH_ARRIVAL`` (isa/instructions.py: 2),
+    ``i`` can be read from cycle ``A(i) = t + L + FETCH_ARRIVAL`` (isa/instructions.py: 3),
     ``t`` the request of its last word
     (``A = -inf`` at or past PROG_LEN: those indices never wait).  A bus word wider than an
     instruction (``bus_bytes > 32``: the 64x64 sweep configuration, which has no RTL, since

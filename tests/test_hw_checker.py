@@ -377,9 +377,9 @@ def test_checker_branch_rules():
 
 
 def test_staged_precheck_equals_one_piece():
-    """The sequencer's precheck (hw/precheck.py, products registered from the word one cycle
-    ahead of the rest) gives, one cycle later, the same bits as the one-piece precheck the
-    tests above check against the ISA rules."""
+    """The sequencer's precheck (hw/precheck.py: operands registered from the word two cycles
+    ahead of the rest, products one cycle ahead) gives, two cycles later, the same bits as
+    the one-piece precheck the tests above check against the ISA rules."""
     from amaranth import Module, Signal
     from hw.precheck import PreCheck, pre_bits
 
@@ -397,6 +397,9 @@ def test_staged_precheck_equals_one_piece():
             ctx.set(staged.word_early, word)
             await ctx.tick()
             ctx.set(staged.word_early, 0)           # what follows must not matter
+            ctx.set(staged.word_mid, word)
+            await ctx.tick()
+            ctx.set(staged.word_mid, 0)
             ctx.set(staged.word, word)
             if ctx.get(got) != ctx.get(want):
                 bad.append(word)

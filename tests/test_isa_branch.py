@@ -120,13 +120,14 @@ def test_cycles_taken_and_not_taken():
     r = run(not_taken, bp.image(not_taken, b""))
     assert (r.ok, r.stop_pc, r.cycles) == (True, 1, max(_arrives(2), d) + 1 + 1)
     # a branch waiting for a DMA: DMA_LOAD of 1 word issues at c, busy c+1 .. c+1+L, which
-    # delays the last two words of instruction 2 (so the BRANCH enters IR at A(2) + 1), and
-    # the BRANCH reads its condition then (the DMA is idle), issues and jumps two later.
+    # delays the words of instruction 2 still to be requested then, if any (the BRANCH
+    # enters IR at A(2) + 1), and the BRANCH reads its condition then (the DMA is idle),
+    # issues and jumps two later.
     waiting = assemble(f"DMA_LOAD ext_addr={bp.DATA} len0=1 len1=1 len2=1\n"
                        "BRANCH wait=DMA target=3 test=ZERO row=0\nHALT\nHALT")
     r = run(waiting, bp.image(waiting, bytes(4)))
     assert (r.ok, r.stop_pc) == (True, 3)
-    dma_busy = 1 + L
+    dma_busy = 1 + L if c + 1 <= 3 * W - 1 else 0
     branch_read = _arrives(2, dma_busy) + 1
     assert r.cycles == branch_read + 3 + W - 1 + L + FETCH_ARRIVAL + 2 + 1
 

@@ -307,41 +307,41 @@ MODEL = TimingModel(CFG)
 
 
 def test_loop_of_matmuls_streams_like_straight_line():
-    # Fetch: 8 words per instruction, instruction i readable at 13 + 8i.  The 60-vector
-    # MATMUL (issue 22, front end ready again at 23 + 60 - 1 = 82) lets the fetch run ahead.
-    # The LOOP is read at 21 and enters IR once instruction 2 is readable (29): issue 30.
+    # Fetch: 8 words per instruction, instruction i readable at 14 + 8i.  The 60-vector
+    # MATMUL (issue 23, front end ready again at 24 + 60 - 1 = 83) lets the fetch run ahead.
+    # The LOOP is read at 22 and enters IR once instruction 2 is readable (30): issue 31.
     looped = MODEL.run([make("MATMUL", n0=60, n1=1), make("LOOP", count=4, body=1),
                         make("MATMUL", n0=6, n1=1), make("HALT")])
-    assert [t.issue for t in looped.per_instruction] == [22, 30, 82, 88, 94, 100, 113]
+    assert [t.issue for t in looped.per_instruction] == [23, 31, 83, 89, 95, 101, 114]
     assert looped.pcs == [0, 1, 2, 2, 2, 2, 3]
-    assert (looped.total_cycles, looped.busy["MXU"]) == (114, 112 - 23 + 1)
+    assert (looped.total_cycles, looped.busy["MXU"]) == (115, 113 - 24 + 1)
     flat = MODEL.run([make("MATMUL", n0=60, n1=1), make("SYNC")] + [make("MATMUL", n0=6, n1=1)] * 4
                      + [make("HALT")])
     assert flat.per_instruction == looped.per_instruction
 
 
 def test_loop_timing_rules():
-    # count 0: LOOP takes its slot, the HALT (instruction 2, readable at 29) enters IR next
+    # count 0: LOOP takes its slot, the HALT (instruction 2, readable at 30) enters IR next
     t = MODEL.run([make("LOOP", count=0, body=1), make("MATMUL", n0=6, n1=1), make("HALT")])
-    assert [x.issue for x in t.per_instruction] == [30, 31] and t.total_cycles == 32
-    # count 0 with the buffer ahead: the MATMUL (issue 22, small array) is idle from 89, so
-    # the SYNC waiting for it issues at 89 and the next SYNC, which left the read port at 89,
-    # at 90; the LOOP, read at 89, waits in the read port one cycle (ZERO_LOOP_WAIT: its skip
-    # is registered) and leaves at 91 instead of 90, issuing at 92; the HALT past the
-    # skipped body is read at 91 and enters IR at 93, the cycle after the LOOP issues.
+    assert [x.issue for x in t.per_instruction] == [31, 32] and t.total_cycles == 33
+    # count 0 with the buffer ahead: the MATMUL (issue 23, small array) is idle from 90, so
+    # the SYNC waiting for it issues at 90 and the next SYNC, which left the read port at 90,
+    # at 91; the LOOP, read at 90, waits in the read port one cycle (ZERO_LOOP_WAIT: its skip
+    # is registered) and leaves at 92 instead of 91, issuing at 93; the HALT past the
+    # skipped body is read at 92 and enters IR at 94, the cycle after the LOOP issues.
     body = [make("MATMUL", n0=60, n1=1), make("SYNC", wait=2), make("SYNC")]
     t = MODEL.run(body + [make("LOOP", count=0, body=1), make("MATMUL", n0=6, n1=1), make("HALT")])
-    assert [x.issue for x in t.per_instruction] == [22, 89, 90, 92, 93] and t.total_cycles == 94
+    assert [x.issue for x in t.per_instruction] == [23, 90, 91, 93, 94] and t.total_cycles == 95
     assert t.pcs == [0, 1, 2, 3, 5]
     t = MODEL.run(body + [make("LOOP", count=1, body=1), make("MATMUL", n0=6, n1=1), make("HALT")])
-    assert [x.issue for x in t.per_instruction][:4] == [22, 89, 90, 91]      # no wait with count 1
+    assert [x.issue for x in t.per_instruction][:4] == [23, 90, 91, 92]      # no wait with count 1
     # the LOOP waits once (for the DMA), the body's SYNCs do not
     t = MODEL.run([make("DMA_LOAD", len0=5, len1=1, len2=1), make("LOOP", count=3, body=1, wait=1),
                    make("SYNC"), make("HALT")])
-    # DMA issues 22 (busy 23 .. 22+5+4 = 31: the fetch waits, instruction 2 readable at 38,
-    # instruction 3 at 46); the LOOP enters IR at 39; the last SYNC leaves the read port
-    # once the HALT is readable
-    assert [x.issue for x in t.per_instruction] == [22, 39, 40, 41, 47, 48]
+    # DMA issues 23 (busy 24 .. 23+5+4 = 32: instruction 2's words were all requested by
+    # 23, readable at 30; instruction 3's wait, readable at 47); the LOOP waits for the DMA
+    # (wait=1): issue 33; the last SYNC leaves the read port once the HALT is readable
+    assert [x.issue for x in t.per_instruction] == [23, 33, 34, 35, 48, 49]
     # an illegal LOOP stops the model by itself
     t = MODEL.run([make("SYNC"), make("LOOP", count=1, body=0), make("HALT")])
     assert (t.stop_index, t.pcs[-1]) == (1, 1)

@@ -908,16 +908,16 @@ def test_schedules():
     assert schedule("VPOOL", dict(pool, k1=0)).busy == 0
     assert schedule("VALU", dict(add, n1=0)).busy == 0
 
-    # The timing model uses these: instruction i is fetched by 13 + 8i (8 words, latency 4,
-    # FETCH_ARRIVAL 2), the VALU is in IR at 22 (once instruction 1 has arrived), the VRESCALE
-    # at 30 (once the HALT has); the VPU takes it at 35, the cycle after the VALU's last busy
-    # cycle (34).
+    # The timing model uses these: instruction i is fetched by 14 + 8i (8 words, latency 4,
+    # FETCH_ARRIVAL 3), the VALU is in IR at 23 (once instruction 1 has arrived), the VRESCALE
+    # at 31 (once the HALT has); the VPU takes it at 36, the cycle after the VALU's last busy
+    # cycle (35).
     from sim.npu_timing import InstrTiming, TimingModel
 
     prog = [make("VALU", **mul), make("VRESCALE", **rs), make("HALT")]
     t = TimingModel(CFG).run(prog)
-    assert t.per_instruction == [InstrTiming(22, 23, 34), InstrTiming(35, 36, 68), InstrTiming(69, 69, 69)]
-    assert (t.total_cycles, t.busy["VPU"]) == (70, 45)
+    assert t.per_instruction == [InstrTiming(23, 24, 35), InstrTiming(36, 37, 69), InstrTiming(70, 70, 70)]
+    assert (t.total_cycles, t.busy["VPU"]) == (71, 45)
 
 
 def test_doc_rescale_is_apply_scale_where_defined():
