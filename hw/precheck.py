@@ -296,29 +296,32 @@ class PreCheck(wiring.Component):
             value = value[:shape.width]
             return value.as_signed() if shape.signed else value
 
+        def shared(values: dict, name: str, word, target):
+            """One register for value i of every instruction (``values``: name -> value,
+            views of ``word``), as wide as the widest, loaded through ``target`` with the
+            value of ``word``'s opcode."""
+            reg = Signal(signed(max(width(x) for x in values.values())), name=name, reset_less=True)
+            nxt = Signal.like(reg, name=f"{name}_next")
+            with m.Switch(word[:OPCODE_BITS]):
+                for defn in INSTRUCTIONS:
+                    if defn.name in values:
+                        with m.Case(defn.opcode):
+                            m.d.comb += nxt.eq(values[defn.name])
+            target += reg.eq(nxt)
+            return reg
+
         products, replays = [], {}
         for i in range(slots):
-            used = [ab[i] for ab in pairs.values() if len(ab) > i]
-            regs = []
-            for k, wide in (("a", max(width(a) for a, _ in used)), ("b", max(width(b) for _, b in used))):
-                nxt = Signal(signed(wide), name=f"pre_{k}{i}_next")
-                with m.Switch(self.word_early[:OPCODE_BITS]):
-                    for defn in INSTRUCTIONS:
-                        if len(pairs[defn.name]) > i:
-                            with m.Case(defn.opcode):
-                                m.d.comb += nxt.eq(pairs[defn.name][i][k == "b"])
-                reg = Signal(signed(wide), name=f"pre_{k}{i}", reset_less=True)
-                operands += reg.eq(nxt)
-                regs.append(reg)
-            product = Signal(signed(len(regs[0]) + len(regs[1])), name=f"pre_m{i}")
-            m.d.comb += product.eq(regs[0] * regs[1])
+            used = {n: ab[i] for n, ab in pairs.items() if len(ab) > i}
+            a = shared({n: ab[0] for n, ab in used.items()}, f"pre_a{i}", self.word_early, operands)
+            b = shared({n: ab[1] for n, ab in used.items()}, f"pre_b{i}", self.word_early, operands)
+            product = Signal(signed(len(a) + len(b)), name=f"pre_m{i}")
+            m.d.comb += product.eq(a * b)
             products.append(product)
             held = Signal.like(product, name=f"pre_p{i}", reset_less=True)
             stage += held.eq(product)
-            for defn in INSTRUCTIONS:
-                if len(pairs[defn.name]) > i:
-                    a, b = pairs[defn.name][i]
-                    replays.setdefault(defn.name, []).append(taken(held, (a * b).shape()))
+            for n, (x, y) in used.items():
+                replays.setdefault(n, []).append(taken(held, (x * y).shape()))
         for defn in INSTRUCTIONS:
             formed = iter(taken(p, (a * b).shape()) for p, (a, b) in zip(products, pairs[defn.name]))
             seen = earlies[defn.name] = []
@@ -327,18 +330,10 @@ class PreCheck(wiring.Component):
                   early=lambda x, seen=seen: seen.append(Value.cast(x)) or x)
         early_replays = {}
         for i in range(max(len(e) for e in earlies.values())):
-            used = [e[i] for e in earlies.values() if len(e) > i]
-            reg = Signal(signed(max(width(x) for x in used)), name=f"pre_e{i}", reset_less=True)
-            value = Signal.like(reg, name=f"pre_e{i}_next")
-            with m.Switch(self.word_mid[:OPCODE_BITS]):
-                for defn in INSTRUCTIONS:
-                    if len(earlies[defn.name]) > i:
-                        with m.Case(defn.opcode):
-                            m.d.comb += value.eq(earlies[defn.name][i])
-            stage += reg.eq(value)
-            for defn in INSTRUCTIONS:
-                if len(earlies[defn.name]) > i:
-                    early_replays.setdefault(defn.name, []).append(taken(reg, earlies[defn.name][i].shape()))
+            used = {n: e[i] for n, e in earlies.items() if len(e) > i}
+            reg = shared(used, f"pre_e{i}", self.word_mid, stage)
+            for n, x in used.items():
+                early_replays.setdefault(n, []).append(taken(reg, x.shape()))
         return replays, early_replays
 
     def elaborate(self, platform):
